@@ -1,0 +1,246 @@
+//! The cluster: its static shape (`ClusterSpec`), its changing free capacity (`ClusterState`),
+//! and feasibility (does a job fit, and if not, why).
+//!
+//! Owns the world's resource arithmetic; knows nothing of time, events or policies.
+
+// mod feasibility;
+// mod index;
+// mod state;
+
+// pub use feasibility::{FitStrategy, Infeasible, TaskFit};
+// pub use state::{Allocation, ClusterState, StateError, TaskPlacement};
+
+use crate::gpu::GpuModel;
+use crate::units::{GPU_MILLI, GpuModelId, NodeId};
+use serde::{Deserialize, Serialize};
+
+/// Most GPUs one node may hold (a bitmask per node fits them).
+pub const MAX_GPUS_PER_NODE: u32 = 64;
+/// Most distinct GPU models in one cluster (a `u64` mask holds a set of them).
+pub const MAX_GPU_MODELS: usize = 64;
+
+/// One node as built: fixed capacities and topology.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    pub name: String,
+    /// The model of all GPUs on the node; `None` for a CPU-only node.
+    pub gpu_model: Option<GpuModelId>,
+    /// Number of GPUs (0 for a CPU-only node).
+    pub gpus: u32,
+    /// CPU capacity, milli-cores.
+    pub cpu_milli: u64,
+    /// Memory capacity, MiB.
+    pub mem_mib: u64,
+    /// Rack index into `ClusterSpec::racks`.
+    pub rack: u32,
+    /// NVLink/NVSwitch domain index into `ClusterSpec::nvlink_domains` (GPUs of nodes in one
+    /// domain talk at NVLink speed).
+    pub nvlink_domain: u32,
+}
+
+/// Why a cluster description is unusable.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cluster has no nodes")]
+    Empty,
+    #[error("node {node}: {message}")]
+    InvalidNode { node: String, message: String },
+    #[error("GPU model {0}")]
+    InvalidModel(String),
+    #[error("more than {MAX_GPU_MODELS} GPU models")]
+    TooManyModels,
+    #[error("node name {0} appears twice")]
+    DuplicateNode(String),
+}
+
+/// A cluster's fixed shape: GPU models, nodes, topology names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSpec {
+    /// Preset or file name, for reports.
+    pub name: String,
+    pub models: Vec<GpuModel>,
+    pub nodes: Vec<NodeSpec>,
+    pub racks: Vec<String>,
+    pub nvlink_domains: Vec<String>,
+}
+
+impl ClusterSpec {
+    /// Checks and returns the cluster: at least one node, unique node names, valid models,
+    /// GPU count and model consistent on every node, topology indices in range.
+    pub fn new(
+        name: impl Into<String>,
+        models: Vec<GpuModel>,
+        nodes: Vec<NodeSpec>,
+        racks: Vec<String>,
+        nvlink_domains: Vec<String>,
+    ) -> Result<ClusterSpec, ClusterError> {
+        if nodes.is_empty() {
+            return Err(ClusterError::Empty);
+        }
+        if models.len() > MAX_GPU_MODELS {
+            return Err(ClusterError::TooManyModels);
+        }
+        for m in &models {
+            m.validate().map_err(ClusterError::InvalidModel)?;
+        }
+        let mut names = std::collections::HashSet::with_capacity(nodes.len());
+        for n in &nodes {
+            let bad = |message: String| ClusterError::InvalidNode {
+                node: n.name.clone(),
+                message,
+            };
+            if !names.insert(n.name.as_str()) {
+                return Err(ClusterError::DuplicateNode(n.name.clone()));
+            }
+            if n.gpus > MAX_GPUS_PER_NODE {
+                return Err(bad(format!("{} GPUs, at most {MAX_GPUS_PER_NODE}", n.gpus)));
+            }
+            match (n.gpus, n.gpu_model) {
+                (0, Some(_)) => return Err(bad("has a GPU model but 0 GPUs".into())),
+                (g, None) if g > 0 => return Err(bad(format!("has {g} GPUs but no GPU model"))),
+                (_, Some(m)) if m.index() >= models.len() => {
+                    return Err(bad(format!("GPU model index {m} out of range")));
+                }
+                _ => {}
+            }
+            if n.rack as usize >= racks.len() {
+                return Err(bad(format!("rack index {} out of range", n.rack)));
+            }
+            if n.nvlink_domain as usize >= nvlink_domains.len() {
+                return Err(bad(format!(
+                    "NVLink domain index {} out of range",
+                    n.nvlink_domain
+                )));
+            }
+        }
+        Ok(ClusterSpec {
+            name: name.into(),
+            models,
+            nodes,
+            racks,
+            nvlink_domains,
+        })
+    }
+
+    pub fn node(&self, id: NodeId) -> &NodeSpec {
+        &self.nodes[id.index()]
+    }
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        (0..self.nodes.len()).map(|i| NodeId(i as u32))
+    }
+    pub fn model(&self, id: GpuModelId) -> &GpuModel {
+        &self.models[id.index()]
+    }
+    /// The model a node's GPUs are, if any.
+    pub fn node_model(&self, id: NodeId) -> Option<&GpuModel> {
+        self.node(id).gpu_model.map(|m| self.model(m))
+    }
+    /// Total GPUs in the cluster.
+    pub fn total_gpus(&self) -> u64 {
+        self.nodes.iter().map(|n| n.gpus as u64).sum()
+    }
+    /// Total GPU capacity in milli-GPU.
+    pub fn total_gpu_milli(&self) -> u64 {
+        self.total_gpus() * GPU_MILLI as u64
+    }
+    pub fn total_cpu_milli(&self) -> u64 {
+        self.nodes.iter().map(|n| n.cpu_milli).sum()
+    }
+    pub fn total_mem_mib(&self) -> u64 {
+        self.nodes.iter().map(|n| n.mem_mib).sum()
+    }
+    /// The model id whose name matches (case-insensitive).
+    pub fn model_id(&self, name: &str) -> Option<GpuModelId> {
+        self.models
+            .iter()
+            .position(|m| m.name.eq_ignore_ascii_case(name.trim()))
+            .map(|i| GpuModelId(i as u32))
+    }
+    /// The set of model ids a job's `gpu_types` allow, as a bit mask (all models when empty).
+    /// Names the cluster does not have simply allow nothing.
+    pub fn model_mask(&self, gpu_types: &[String]) -> u64 {
+        if gpu_types.is_empty() {
+            return u64::MAX;
+        }
+        gpu_types
+            .iter()
+            .filter_map(|t| self.model_id(t))
+            .fold(0, |mask, m| mask | (1u64 << m.0))
+    }
+    /// Human summary: "1523 nodes, 6212 GPUs (G2 x 4392, T4 x 808, ...)".
+    pub fn describe(&self) -> String {
+        let mut per_model = vec![0u64; self.models.len()];
+        for n in &self.nodes {
+            if let Some(m) = n.gpu_model {
+                per_model[m.index()] += n.gpus as u64;
+            }
+        }
+        let mut parts: Vec<(u64, &str)> = per_model
+            .iter()
+            .zip(&self.models)
+            .filter(|(c, _)| **c > 0)
+            .map(|(c, m)| (*c, m.name.as_str()))
+            .collect();
+        parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        let models: Vec<String> = parts.iter().map(|(c, n)| format!("{n} x {c}")).collect();
+        format!(
+            "{} nodes, {} GPUs ({})",
+            self.nodes.len(),
+            self.total_gpus(),
+            if models.is_empty() {
+                "no GPUs".to_string()
+            } else {
+                models.join(", ")
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// `n` nodes of `gpus` GPUs of one model with the given CPU/memory, 4 nodes a rack, each
+    /// node its own NVLink domain.
+    pub fn uniform(n: usize, gpus: u32, model: &str, cpu_milli: u64, mem_mib: u64) -> ClusterSpec {
+        let models = vec![GpuModel::from_catalog(model).expect("catalog model")];
+        let nodes: Vec<NodeSpec> = (0..n)
+            .map(|i| NodeSpec {
+                name: format!("n{i}"),
+                gpu_model: (gpus > 0).then_some(GpuModelId(0)),
+                gpus,
+                cpu_milli,
+                mem_mib,
+                rack: (i / 4) as u32,
+                nvlink_domain: i as u32,
+            })
+            .collect();
+        let racks = (0..n.div_ceil(4)).map(|r| format!("r{r}")).collect();
+        let domains = (0..n).map(|d| format!("d{d}")).collect();
+        ClusterSpec::new("test", models, nodes, racks, domains).expect("valid test cluster")
+    }
+
+    #[test]
+    fn spec_validation_names_the_node() {
+        let mut spec = uniform(2, 8, "V100", 1000, 1000);
+        spec.nodes[1].gpu_model = None;
+        let err = ClusterSpec::new(
+            "x",
+            spec.models,
+            spec.nodes,
+            spec.racks,
+            spec.nvlink_domains,
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "node n1: has 8 GPUs but no GPU model");
+    }
+
+    #[test]
+    fn model_mask_resolves_names() {
+        let spec = uniform(1, 8, "V100", 1000, 1000);
+        assert_eq!(spec.model_mask(&[]), u64::MAX);
+        assert_eq!(spec.model_mask(&["v100".into()]), 1);
+        assert_eq!(spec.model_mask(&["T4".into()]), 0);
+        assert_eq!(spec.describe(), "1 nodes, 8 GPUs (V100 x 8)");
+    }
+}

@@ -1,0 +1,123 @@
+//! GPU models: relative speed, memory and power draw, and the built-in catalog of known models.
+//!
+//! The catalog values are documented defaults, not measurements of any trace: a cluster file
+//! may override every field. Speeds are relative training throughput with V100 = 1.0 (trace
+//! durations are taken as measured at speed 1.0); power is per GPU, idle and fully busy, in
+//! watts, from the vendors' board power (TDP) and typical idle draw.
+
+use serde::{Deserialize, Serialize};
+
+/// One GPU model as the simulator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuModel {
+    /// Name as traces and constraints spell it (matched case-insensitively).
+    pub name: String,
+    /// Relative speed: a job whose trace duration is `d` runs `d / speed` on this model.
+    pub speed: f64,
+    /// GPU memory in GiB (informational; requests in the traces carry no GPU memory).
+    pub mem_gib: u32,
+    /// Power draw of an idle GPU, watts.
+    pub idle_watts: f64,
+    /// Power draw of a fully allocated GPU, watts; a fractional allocation draws pro rata.
+    pub busy_watts: f64,
+}
+
+/// `(names, speed, mem_gib, idle_w, busy_w)`; the first name is canonical, the rest aliases.
+const CATALOG: &[(&[&str], f64, u32, f64, f64)] = &[
+    (&["K80"], 0.35, 12, 25.0, 150.0),
+    (&["P100"], 0.55, 16, 30.0, 250.0),
+    (&["T4"], 0.40, 16, 10.0, 70.0),
+    (&["V100", "V100M16", "V100-16G"], 1.0, 16, 40.0, 300.0),
+    (&["V100M32", "V100-32G"], 1.0, 32, 40.0, 300.0),
+    (&["A10"], 0.75, 24, 30.0, 150.0),
+    (
+        &["A100", "A100-40G", "A100-SXM4-40GB"],
+        2.2,
+        40,
+        50.0,
+        400.0,
+    ),
+    (&["A100-80G", "A100-SXM4-80GB"], 2.3, 80, 50.0, 400.0),
+    (&["A800", "A800-SXM4-80GB"], 2.3, 80, 50.0, 400.0),
+    (&["H100", "H100-SXM5-80GB"], 3.3, 80, 70.0, 700.0),
+    (&["H800"], 3.3, 80, 70.0, 700.0),
+    (&["H200"], 3.6, 141, 70.0, 700.0),
+    (&["L4"], 0.6, 24, 16.0, 72.0),
+    // Undisclosed internal codes in the Alibaba traces: assumed V100-class.
+    (&["G1"], 1.0, 16, 40.0, 300.0),
+    (&["G2"], 1.0, 16, 40.0, 300.0),
+    (&["G3"], 1.0, 32, 40.0, 300.0),
+    (&["GPU-series-1"], 1.0, 24, 40.0, 300.0),
+    (&["GPU-series-2"], 1.0, 24, 40.0, 300.0),
+    (&["MISC"], 1.0, 16, 40.0, 300.0),
+];
+
+impl GpuModel {
+    /// The catalog entry for `name` (case-insensitive, aliases accepted), keeping the caller's
+    /// spelling as the model's name. `None` for a model the catalog does not know.
+    pub fn from_catalog(name: &str) -> Option<GpuModel> {
+        CATALOG.iter().find_map(|(names, speed, mem, idle, busy)| {
+            names
+                .iter()
+                .any(|n| n.eq_ignore_ascii_case(name))
+                .then(|| GpuModel {
+                    name: name.to_string(),
+                    speed: *speed,
+                    mem_gib: *mem,
+                    idle_watts: *idle,
+                    busy_watts: *busy,
+                })
+        })
+    }
+
+    /// Names the catalog knows (canonical spelling first).
+    pub fn catalog_names() -> impl Iterator<Item = &'static str> {
+        CATALOG.iter().flat_map(|(names, ..)| names.iter().copied())
+    }
+
+    /// Checks the fields are usable: positive finite speed, non-negative power, idle <= busy.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.trim().is_empty() {
+            return Err("GPU model name is empty".into());
+        }
+        if !(self.speed.is_finite() && self.speed > 0.0) {
+            return Err(format!(
+                "GPU model {}: speed must be > 0, got {}",
+                self.name, self.speed
+            ));
+        }
+        if !(self.idle_watts.is_finite() && self.idle_watts >= 0.0)
+            || !(self.busy_watts.is_finite() && self.busy_watts >= self.idle_watts)
+        {
+            return Err(format!(
+                "GPU model {}: need 0 <= idle_watts <= busy_watts, got {} and {}",
+                self.name, self.idle_watts, self.busy_watts
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_lookup_is_case_insensitive_and_keeps_spelling() {
+        let m = GpuModel::from_catalog("v100m32").expect("known");
+        assert_eq!(m.name, "v100m32");
+        assert_eq!(m.mem_gib, 32);
+        assert!(GpuModel::from_catalog("TPUv4").is_none());
+    }
+
+    #[test]
+    fn every_catalog_entry_validates() {
+        for name in GpuModel::catalog_names() {
+            GpuModel::from_catalog(name)
+                .expect("listed")
+                .validate()
+                .expect(name);
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! The job model and a replayable trace: what each job asks for, and (hidden) how long it runs.
+//!
+//! A policy sees `JobSpec` only. The true duration lives in `Trace` beside the specs and is
+//! read by the simulator, by trace statistics, and by an explicitly labelled oracle; never by a
+//! `DecisionContext`.
+
+use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Quality-of-service class, most important first (Kubernetes' classes plus Alibaba's LS/BE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Qos {
+    /// Reserved capacity, never preempted by default.
+    Guaranteed,
+    /// Latency-sensitive service or interactive work (Alibaba `LS`).
+    LatencySensitive,
+    /// May exceed its request when capacity is spare.
+    Burstable,
+    /// Scavenger work, the first to be preempted (Alibaba `BE`).
+    BestEffort,
+}
+
+impl Qos {
+    /// Parse the spellings used by traces: `guaranteed`, `ls`/`latency-sensitive`,
+    /// `burstable`, `be`/`best-effort` (case-insensitive).
+    pub fn parse(text: &str) -> Option<Qos> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "guaranteed" => Some(Qos::Guaranteed),
+            "ls" | "latency-sensitive" | "latencysensitive" => Some(Qos::LatencySensitive),
+            "burstable" => Some(Qos::Burstable),
+            "be" | "best-effort" | "besteffort" => Some(Qos::BestEffort),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Qos::Guaranteed => "guaranteed",
+            Qos::LatencySensitive => "latency-sensitive",
+            Qos::Burstable => "burstable",
+            Qos::BestEffort => "best-effort",
+        }
+    }
+}
+
+/// What a job is, which decides how it may be treated (e.g. services are not checkpointed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobKind {
+    Training,
+    Inference,
+    Batch,
+}
+
+impl JobKind {
+    pub fn parse(text: &str) -> Option<JobKind> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "training" | "train" => Some(JobKind::Training),
+            "inference" | "serving" | "service" => Some(JobKind::Inference),
+            "batch" => Some(JobKind::Batch),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Training => "training",
+            JobKind::Inference => "inference",
+            JobKind::Batch => "batch",
+        }
+    }
+}
+
+/// What one task of a job needs. All tasks of a job are alike (a gang).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskRequest {
+    /// GPUs the task needs on one node (0 for a CPU-only task).
+    pub gpus: u32,
+    /// Share of each of those GPUs, in milli-GPU (1..=1000). Below 1000 only with `gpus == 1`:
+    /// such a fractional task shares one GPU with others. 0 when `gpus == 0`.
+    pub gpu_milli: u32,
+    /// CPU, milli-cores.
+    pub cpu_milli: u64,
+    /// Memory, MiB.
+    pub mem_mib: u64,
+}
+
+impl TaskRequest {
+    /// Whole-GPU request of `gpus` GPUs with the given CPU and memory.
+    pub const fn whole(gpus: u32, cpu_milli: u64, mem_mib: u64) -> Self {
+        TaskRequest {
+            gpus,
+            gpu_milli: if gpus == 0 { 0 } else { GPU_MILLI },
+            cpu_milli,
+            mem_mib,
+        }
+    }
+    /// Total GPU capacity asked for, in milli-GPU.
+    pub const fn gpu_milli_total(&self) -> u64 {
+        self.gpus as u64 * self.gpu_milli as u64
+    }
+    /// True when the task takes a share of one GPU rather than whole GPUs.
+    pub const fn is_fractional(&self) -> bool {
+        self.gpus == 1 && self.gpu_milli < GPU_MILLI
+    }
+    /// Checks the shape rules above; the message names the offending field.
+    pub fn validate(&self) -> Result<(), String> {
+        match (self.gpus, self.gpu_milli) {
+            (0, 0) => Ok(()),
+            (0, m) => Err(format!("gpu_milli is {m} but the task asks for 0 GPUs")),
+            (_, 0) => Err("gpu_milli is 0 but the task asks for GPUs".into()),
+            (_, m) if m > GPU_MILLI => Err(format!("gpu_milli {m} is above 1000")),
+            (g, m) if g > 1 && m < GPU_MILLI => Err(format!(
+                "gpu_milli {m} < 1000 is only allowed with 1 GPU, not {g}"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Everything a scheduler may know about a job when it decides. No true duration here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Dense index in the trace (0..n, in submit order).
+    pub id: JobId,
+    /// The job's id in the source trace.
+    pub name: String,
+    /// Submission time.
+    pub submit: SimTime,
+    /// Number of tasks, all placed at once or not at all (gang); 1 for a single-task job.
+    pub tasks: u32,
+    /// What each task needs.
+    pub task: TaskRequest,
+    /// GPU models the job may run on (names as the trace spells them); empty means any.
+    pub gpu_types: Vec<String>,
+    /// The tenant (user, group, queue or virtual cluster) the job belongs to.
+    pub tenant: TenantId,
+    /// Larger is more important. 0 when the trace has none.
+    pub priority: i32,
+    pub qos: Qos,
+    /// Whether a policy may preempt the job.
+    pub preemptible: bool,
+    pub kind: JobKind,
+    /// The user's runtime estimate (requested wall time), where the trace has one.
+    pub estimate: Option<SimTime>,
+}
+
+impl JobSpec {
+    /// Total GPU capacity the whole gang asks for, in milli-GPU.
+    pub fn gpu_milli_total(&self) -> u64 {
+        self.tasks as u64 * self.task.gpu_milli_total()
+    }
+    /// GPUs touched by the gang (a fractional task counts as one).
+    pub fn gpus_total(&self) -> u64 {
+        self.tasks as u64 * self.task.gpus as u64
+    }
+}
+
+/// Why a set of jobs is not a valid trace.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TraceError {
+    #[error("job {name} (row {row}): {message}")]
+    InvalidJob {
+        row: usize,
+        name: String,
+        message: String,
+    },
+    #[error("job {name}: tenant index {tenant} is outside the tenant table ({tenants} names)")]
+    UnknownTenant {
+        name: String,
+        tenant: u32,
+        tenants: usize,
+    },
+    #[error("{jobs} jobs but {durations} durations")]
+    LengthMismatch { jobs: usize, durations: usize },
+}
+
+/// A replayable trace: job specs in submit order, with their true durations kept apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Where the trace came from (file name or generator), for reports.
+    pub name: String,
+    jobs: Vec<JobSpec>,
+    durations: Vec<SimTime>,
+    tenants: Vec<String>,
+}
+
+impl Trace {
+    /// Builds a trace from specs and their true durations (same order). Jobs are sorted by
+    /// submit time (stable, so ties keep input order) and renumbered 0..n; every job is checked.
+    pub fn new(
+        name: impl Into<String>,
+        jobs: Vec<JobSpec>,
+        durations: Vec<SimTime>,
+        tenants: Vec<String>,
+    ) -> Result<Trace, TraceError> {
+        if jobs.len() != durations.len() {
+            return Err(TraceError::LengthMismatch {
+                jobs: jobs.len(),
+                durations: durations.len(),
+            });
+        }
+        for (row, job) in jobs.iter().enumerate() {
+            let invalid = |message: String| TraceError::InvalidJob {
+                row: row + 1,
+                name: job.name.clone(),
+                message,
+            };
+            if job.tasks == 0 {
+                return Err(invalid("tasks must be at least 1".into()));
+            }
+            job.task.validate().map_err(invalid)?;
+            if job.tenant.index() >= tenants.len() {
+                return Err(TraceError::UnknownTenant {
+                    name: job.name.clone(),
+                    tenant: job.tenant.0,
+                    tenants: tenants.len(),
+                });
+            }
+        }
+        let mut pairs: Vec<(JobSpec, SimTime)> = jobs.into_iter().zip(durations).collect();
+        pairs.sort_by_key(|(j, _)| j.submit);
+        let (mut jobs, durations): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
+        for (i, job) in jobs.iter_mut().enumerate() {
+            job.id = JobId(u32::try_from(i).expect("a trace holds fewer than 2^32 jobs"));
+        }
+        Ok(Trace {
+            name: name.into(),
+            jobs,
+            durations,
+            tenants,
+        })
+    }
+
+    pub fn jobs(&self) -> &[JobSpec] {
+        &self.jobs
+    }
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+    pub fn job(&self, id: JobId) -> &JobSpec {
+        &self.jobs[id.index()]
+    }
+    /// The job's true run time at speed 1.0. For the simulator, statistics and labelled
+    /// oracles only: policies never receive it.
+    pub fn true_duration(&self, id: JobId) -> SimTime {
+        self.durations[id.index()]
+    }
+    /// Tenant names, indexed by `TenantId`.
+    pub fn tenants(&self) -> &[String] {
+        &self.tenants
+    }
+    pub fn tenant_name(&self, id: TenantId) -> &str {
+        &self.tenants[id.index()]
+    }
+    /// The jobs submitted in `[from, to)` (a trace window), renumbered, tenants kept.
+    pub fn window(&self, from: SimTime, to: SimTime) -> Trace {
+        let (jobs, durations): (Vec<_>, Vec<_>) = self
+            .jobs
+            .iter()
+            .zip(&self.durations)
+            .filter(|(j, _)| j.submit >= from && j.submit < to)
+            .map(|(j, d)| (j.clone(), *d))
+            .unzip();
+        Trace::new(self.name.clone(), jobs, durations, self.tenants.clone())
+            .expect("a window of a valid trace is valid")
+    }
+    /// The same jobs with submit times remapped by `f` (kept monotone by the caller), e.g. to
+    /// compress arrivals to a target load.
+    pub fn map_submit(&self, mut f: impl FnMut(SimTime) -> SimTime) -> Trace {
+        let jobs = self
+            .jobs
+            .iter()
+            .map(|j| JobSpec {
+                submit: f(j.submit),
+                ..j.clone()
+            })
+            .collect();
+        Trace::new(
+            self.name.clone(),
+            jobs,
+            self.durations.clone(),
+            self.tenants.clone(),
+        )
+        .expect("remapping submit times keeps a trace valid")
+    }
+    /// Keeps only the jobs for which `keep` is true (renumbered).
+    pub fn filter(&self, mut keep: impl FnMut(&JobSpec) -> bool) -> Trace {
+        let (jobs, durations): (Vec<_>, Vec<_>) = self
+            .jobs
+            .iter()
+            .zip(&self.durations)
+            .filter(|(j, _)| keep(j))
+            .map(|(j, d)| (j.clone(), *d))
+            .unzip();
+        Trace::new(self.name.clone(), jobs, durations, self.tenants.clone())
+            .expect("a subset of a valid trace is valid")
+    }
+}
+
+impl fmt::Display for JobSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} x ", self.name, self.tasks)?;
+        if self.task.is_fractional() {
+            write!(f, "{}m GPU", self.task.gpu_milli)?;
+        } else {
+            write!(f, "{} GPU", self.task.gpus)?;
+        }
+        write!(
+            f,
+            ", {}m CPU, {} MiB)",
+            self.task.cpu_milli, self.task.mem_mib
+        )
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A plain single-task job for tests.
+    pub fn job(name: &str, submit_s: u64, task: TaskRequest) -> JobSpec {
+        JobSpec {
+            id: JobId(0),
+            name: name.into(),
+            submit: SimTime::from_secs(submit_s),
+            tasks: 1,
+            task,
+            gpu_types: Vec::new(),
+            tenant: TenantId(0),
+            priority: 0,
+            qos: Qos::LatencySensitive,
+            preemptible: true,
+            kind: JobKind::Training,
+            estimate: None,
+        }
+    }
+
+    #[test]
+    fn task_shapes_are_checked() {
+        assert!(TaskRequest::whole(0, 1000, 10).validate().is_ok());
+        assert!(TaskRequest::whole(8, 0, 0).validate().is_ok());
+        let frac = TaskRequest {
+            gpus: 1,
+            gpu_milli: 250,
+            cpu_milli: 0,
+            mem_mib: 0,
+        };
+        assert!(frac.validate().is_ok() && frac.is_fractional());
+        let bad = TaskRequest {
+            gpus: 2,
+            gpu_milli: 500,
+            cpu_milli: 0,
+            mem_mib: 0,
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("only allowed with 1 GPU")
+        );
+        let over = TaskRequest {
+            gpus: 1,
+            gpu_milli: 1500,
+            cpu_milli: 0,
+            mem_mib: 0,
+        };
+        assert!(over.validate().is_err());
+    }
+
+    #[test]
+    fn trace_sorts_stably_and_renumbers() {
+        let t = Trace::new(
+            "t",
+            vec![
+                job("b", 5, TaskRequest::whole(1, 0, 0)),
+                job("a", 1, TaskRequest::whole(1, 0, 0)),
+                job("c", 5, TaskRequest::whole(1, 0, 0)),
+            ],
+            vec![SimTime(10), SimTime(20), SimTime(30)],
+            vec!["default".into()],
+        )
+        .unwrap();
+        let names: Vec<_> = t.jobs().iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(t.true_duration(JobId(0)), SimTime(20));
+        assert_eq!(t.job(JobId(2)).id, JobId(2));
+        assert_eq!(
+            t.window(SimTime::from_secs(2), SimTime::from_secs(9)).len(),
+            2
+        );
+    }
+
+    #[test]
+    fn invalid_jobs_name_the_row() {
+        let mut j = job("x", 0, TaskRequest::whole(1, 0, 0));
+        j.tasks = 0;
+        let err = Trace::new("t", vec![j], vec![SimTime(1)], vec!["d".into()]).unwrap_err();
+        assert!(err.to_string().contains("row 1"), "{err}");
+    }
+}

@@ -1,0 +1,10 @@
+//! lachesis-env: the cluster world. Cluster model and feasibility, the event simulator, trace
+//! readers, heuristic policies and metrics.
+//!
+//! No burn, no tokio: everything here is plain, deterministic, single-threaded Rust that the
+//! learning agent and the decision service build on.
+
+pub mod cluster;
+pub mod gpu;
+pub mod job;
+pub mod units;
