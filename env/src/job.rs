@@ -287,6 +287,44 @@ impl Trace {
         )
         .expect("remapping submit times keeps a trace valid")
     }
+    /// First and last submit time (`None` for an empty trace).
+    pub fn submit_range(&self) -> Option<(SimTime, SimTime)> {
+        Some((self.jobs.first()?.submit, self.jobs.last()?.submit))
+    }
+
+    /// Offered load on `cluster`: the work the trace asks for divided by what the cluster can
+    /// do over the arrival span. GPU work (milli-GPU x true duration at speed 1) over GPU
+    /// capacity when the trace asks for GPUs and the cluster has them, CPU work over CPU
+    /// capacity otherwise. 0 for an empty trace or a zero span.
+    pub fn offered_load(&self, cluster: &crate::cluster::ClusterSpec) -> f64 {
+        let Some((first, last)) = self.submit_range() else {
+            return 0.0;
+        };
+        let span_ms = last.saturating_sub(first).ms() as f64;
+        let gpu_work: f64 = self
+            .jobs
+            .iter()
+            .zip(&self.durations)
+            .map(|(j, d)| j.gpu_milli_total() as f64 * d.ms() as f64)
+            .sum();
+        let (work, capacity) = if gpu_work > 0.0 && cluster.total_gpu_milli() > 0 {
+            (gpu_work, cluster.total_gpu_milli() as f64)
+        } else {
+            let cpu_work: f64 = self
+                .jobs
+                .iter()
+                .zip(&self.durations)
+                .map(|(j, d)| j.tasks as f64 * j.task.cpu_milli as f64 * d.ms() as f64)
+                .sum();
+            (cpu_work, cluster.total_cpu_milli() as f64)
+        };
+        if span_ms <= 0.0 || capacity <= 0.0 {
+            0.0
+        } else {
+            work / (capacity * span_ms)
+        }
+    }
+
     /// Keeps only the jobs for which `keep` is true (renumbered).
     pub fn filter(&self, mut keep: impl FnMut(&JobSpec) -> bool) -> Trace {
         let (jobs, durations): (Vec<_>, Vec<_>) = self
