@@ -3,12 +3,12 @@
 //!
 //! Owns the world's resource arithmetic; knows nothing of time, events or policies.
 
-// mod feasibility;
-// mod index;
-// mod state;
+mod feasibility;
+mod index;
+mod state;
 
-// pub use feasibility::{FitStrategy, Infeasible, TaskFit};
-// pub use state::{Allocation, ClusterState, StateError, TaskPlacement};
+pub use feasibility::{FitStrategy, Infeasible, fits_empty};
+pub use state::{Allocation, ClusterState, StateError, TaskPlacement};
 
 use crate::gpu::GpuModel;
 use crate::units::{GPU_MILLI, GpuModelId, NodeId};

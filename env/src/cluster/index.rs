@@ -1,0 +1,221 @@
+//! Indexes over free capacity, so that finding a node for a task costs O(log n), not a scan.
+//!
+//! Two structures, both updated on every change of a node's free capacity:
+//! - a max segment tree over node ids (free whole GPUs, largest free GPU share, free CPU and
+//!   memory, GPU model bits) answering "leftmost node with id >= k that fits" (first-fit);
+//! - per GPU model, an ordered set keyed by (free GPU milli, free CPU, node), walked upwards for
+//!   best-fit and downwards for worst-fit; and one over all nodes keyed by (free CPU, free
+//!   memory, node) for CPU-only tasks.
+//!
+//! Owns no capacity itself: `ClusterState` tells it each node's new `NodeKey`.
+
+use crate::units::NodeId;
+use std::collections::BTreeSet;
+
+/// A node's free capacity as the indexes see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct NodeKey {
+    /// GPUs with all 1000 milli free.
+    pub whole: u32,
+    /// Largest free share on any one GPU, milli.
+    pub max_milli: u32,
+    /// Free milli-GPU summed over the node's GPUs.
+    pub total_milli: u32,
+    pub cpu: u64,
+    pub mem: u64,
+    /// `1 << model` for a GPU node, 0 for a CPU-only node.
+    pub model_bit: u64,
+}
+
+/// What a task needs, in the indexes' terms.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Need {
+    pub gpus: u32,
+    pub milli: u32,
+    pub cpu: u64,
+    pub mem: u64,
+    /// Allowed GPU models (ignored for CPU-only tasks).
+    pub mask: u64,
+}
+
+impl Need {
+    /// Whether capacity described by `k` (a node, or the maxima of a subtree) can hold the task.
+    /// For a subtree this is a necessary condition only; for a leaf it is exact.
+    pub fn admits(&self, k: &NodeKey) -> bool {
+        if k.cpu < self.cpu || k.mem < self.mem {
+            return false;
+        }
+        if self.gpus == 0 {
+            return true;
+        }
+        if k.model_bit & self.mask == 0 {
+            return false;
+        }
+        if self.milli < crate::units::GPU_MILLI {
+            k.max_milli >= self.milli
+        } else {
+            k.whole >= self.gpus
+        }
+    }
+}
+
+fn combine(a: &NodeKey, b: &NodeKey) -> NodeKey {
+    NodeKey {
+        whole: a.whole.max(b.whole),
+        max_milli: a.max_milli.max(b.max_milli),
+        total_milli: a.total_milli.max(b.total_milli),
+        cpu: a.cpu.max(b.cpu),
+        mem: a.mem.max(b.mem),
+        model_bit: a.model_bit | b.model_bit,
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct FreeIndex {
+    /// Leaves at `size..size + n`; node `i` at `size + i`.
+    tree: Vec<NodeKey>,
+    size: usize,
+    keys: Vec<NodeKey>,
+    /// Per model: (free GPU milli, free CPU, node).
+    by_model: Vec<BTreeSet<(u32, u64, NodeId)>>,
+    /// All nodes: (free CPU, free memory, node).
+    by_cpu: BTreeSet<(u64, u64, NodeId)>,
+}
+
+impl FreeIndex {
+    pub fn new(keys: Vec<NodeKey>, models: usize) -> FreeIndex {
+        let size = keys.len().next_power_of_two().max(1);
+        let mut tree = vec![NodeKey::default(); 2 * size];
+        tree[size..size + keys.len()].copy_from_slice(&keys);
+        for i in (1..size).rev() {
+            tree[i] = combine(&tree[2 * i], &tree[2 * i + 1]);
+        }
+        let mut by_model = vec![BTreeSet::new(); models];
+        let mut by_cpu = BTreeSet::new();
+        for (i, k) in keys.iter().enumerate() {
+            let id = NodeId(i as u32);
+            if let Some(m) = model_of(k) {
+                by_model[m].insert((k.total_milli, k.cpu, id));
+            }
+            by_cpu.insert((k.cpu, k.mem, id));
+        }
+        FreeIndex {
+            tree,
+            size,
+            keys,
+            by_model,
+            by_cpu,
+        }
+    }
+
+    pub fn key(&self, node: NodeId) -> &NodeKey {
+        &self.keys[node.index()]
+    }
+
+    pub fn update(&mut self, node: NodeId, new: NodeKey) {
+        let old = std::mem::replace(&mut self.keys[node.index()], new);
+        if old == new {
+            return;
+        }
+        if let Some(m) = model_of(&old) {
+            self.by_model[m].remove(&(old.total_milli, old.cpu, node));
+            self.by_model[m].insert((new.total_milli, new.cpu, node));
+        }
+        self.by_cpu.remove(&(old.cpu, old.mem, node));
+        self.by_cpu.insert((new.cpu, new.mem, node));
+        let mut i = self.size + node.index();
+        self.tree[i] = new;
+        while i > 1 {
+            i /= 2;
+            self.tree[i] = combine(&self.tree[2 * i], &self.tree[2 * i + 1]);
+        }
+    }
+
+    /// The leftmost node with id >= `from` that admits `need` (first-fit).
+    pub fn first_fit(&self, need: &Need, from: usize) -> Option<NodeId> {
+        if from >= self.keys.len() {
+            return None;
+        }
+        self.leftmost(1, 0, self.size, need, from)
+            .map(|i| NodeId(i as u32))
+    }
+
+    fn leftmost(&self, at: usize, lo: usize, hi: usize, need: &Need, from: usize) -> Option<usize> {
+        if hi <= from || !need.admits(&self.tree[at]) {
+            return None;
+        }
+        if hi - lo == 1 {
+            return (lo < self.keys.len()).then_some(lo);
+        }
+        let mid = (lo + hi) / 2;
+        self.leftmost(2 * at, lo, mid, need, from)
+            .or_else(|| self.leftmost(2 * at + 1, mid, hi, need, from))
+    }
+
+    /// Nodes in best-fit order (least free GPU, then least free CPU, then id) that might hold
+    /// `need`, starting at the first with enough free GPU in total. For a CPU-only task, nodes
+    /// in order of least free CPU, then memory. Callers check each candidate exactly.
+    pub fn ascending<'a>(&'a self, need: &'a Need) -> Box<dyn Iterator<Item = NodeId> + 'a> {
+        if need.gpus == 0 {
+            let it = self
+                .by_cpu
+                .range((need.cpu, need.mem, NodeId(0))..)
+                .map(|k| k.2);
+            return Box::new(it.filter(move |n| need.admits(&self.keys[n.index()])));
+        }
+        let total = need.gpus * need.milli;
+        let mut sets: Vec<_> = self
+            .models_in(need.mask)
+            .map(|m| self.by_model[m].range((total, 0, NodeId(0))..).peekable())
+            .collect();
+        let it = std::iter::from_fn(move || {
+            // Merge the per-model runs, smallest key first.
+            let (best, _) = sets
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, s)| s.peek().map(|k| (i, *k)))
+                .min_by_key(|(_, k)| *k)?;
+            sets[best].next().map(|k| k.2)
+        });
+        Box::new(it.filter(move |n| need.admits(&self.keys[n.index()])))
+    }
+
+    /// Nodes in worst-fit order (most free GPU, then most free CPU, then highest id); CPU-only
+    /// tasks by most free CPU. Callers check each candidate exactly.
+    pub fn descending<'a>(&'a self, need: &'a Need) -> Box<dyn Iterator<Item = NodeId> + 'a> {
+        if need.gpus == 0 {
+            let it = self.by_cpu.iter().rev().map(|k| k.2);
+            return Box::new(it.filter(move |n| need.admits(&self.keys[n.index()])));
+        }
+        let mut sets: Vec<_> = self
+            .models_in(need.mask)
+            .map(|m| self.by_model[m].iter().rev().peekable())
+            .collect();
+        let it = std::iter::from_fn(move || {
+            let (best, _) = sets
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, s)| s.peek().map(|k| (i, **k)))
+                .max_by_key(|(_, k)| *k)?;
+            sets[best].next().map(|k| k.2)
+        });
+        Box::new(it.filter(move |n| need.admits(&self.keys[n.index()])))
+    }
+
+    fn models_in(&self, mask: u64) -> impl Iterator<Item = usize> + '_ {
+        (0..self.by_model.len()).filter(move |m| mask & (1u64 << m) != 0)
+    }
+
+    /// Rebuilds from `keys` and compares, for invariant checks in tests.
+    pub fn matches(&self, keys: &[NodeKey]) -> bool {
+        let fresh = FreeIndex::new(keys.to_vec(), self.by_model.len());
+        fresh.keys == self.keys
+            && fresh.tree == self.tree
+            && fresh.by_model == self.by_model
+            && fresh.by_cpu == self.by_cpu
+    }
+}
+
+fn model_of(k: &NodeKey) -> Option<usize> {
+    (k.model_bit != 0).then(|| k.model_bit.trailing_zeros() as usize)
+}

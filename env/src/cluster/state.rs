@@ -1,0 +1,449 @@
+//! `ClusterState`: free capacity per GPU and node, and the placements of running jobs.
+//!
+//! The single source of truth for who holds what. It changes only through `allocate`,
+//! `release` and `preempt`, which check every invariant (no GPU above capacity, no job placed
+//! twice, all tasks of a gang or none) and keep the free-capacity index current.
+
+use super::ClusterSpec;
+use super::feasibility::{FitStrategy, Infeasible};
+use super::index::{FreeIndex, Need, NodeKey};
+use crate::job::{JobSpec, TaskRequest};
+use crate::units::{GPU_MILLI, JobId, NodeId};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Where one task of a job runs: a node and the indices of the GPUs it uses there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct TaskPlacement {
+    pub node: NodeId,
+    /// GPU indices on the node (0-based): one per requested GPU; one for a fractional task;
+    /// none for a CPU-only task.
+    pub gpus: Vec<u8>,
+}
+
+/// A running job's resources.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Allocation {
+    pub job: JobId,
+    pub task: TaskRequest,
+    pub tasks: Vec<TaskPlacement>,
+    pub preemptible: bool,
+}
+
+impl Allocation {
+    /// Distinct nodes the job spans, in first-use order.
+    pub fn nodes(&self) -> Vec<NodeId> {
+        let mut seen: Vec<NodeId> = Vec::with_capacity(self.tasks.len());
+        for t in &self.tasks {
+            if !seen.contains(&t.node) {
+                seen.push(t.node);
+            }
+        }
+        seen
+    }
+}
+
+/// A refused change of state. Infeasibility of a proposed placement is one of them.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StateError {
+    #[error("job {0} is already running")]
+    AlreadyRunning(JobId),
+    #[error("job {0} is not running")]
+    NotRunning(JobId),
+    #[error("job {0} is not preemptible")]
+    NotPreemptible(JobId),
+    #[error("job {job}: {reason}")]
+    Infeasible { job: JobId, reason: Infeasible },
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    spec: Arc<ClusterSpec>,
+    /// Start of each node's GPUs in `gpu_free`.
+    gpu_offset: Vec<u32>,
+    /// Free milli-GPU of every GPU in the cluster.
+    gpu_free: Vec<u16>,
+    cpu_free: Vec<u64>,
+    mem_free: Vec<u64>,
+    index: FreeIndex,
+    running: BTreeMap<JobId, Allocation>,
+    /// Allocated milli-GPU per GPU model.
+    allocated_by_model: Vec<u64>,
+}
+
+impl ClusterState {
+    /// An empty cluster: everything free, nothing running.
+    pub fn new(spec: Arc<ClusterSpec>) -> ClusterState {
+        let mut gpu_offset = Vec::with_capacity(spec.nodes.len());
+        let mut total = 0u32;
+        for n in &spec.nodes {
+            gpu_offset.push(total);
+            total += n.gpus;
+        }
+        let gpu_free = vec![GPU_MILLI as u16; total as usize];
+        let cpu_free: Vec<u64> = spec.nodes.iter().map(|n| n.cpu_milli).collect();
+        let mem_free: Vec<u64> = spec.nodes.iter().map(|n| n.mem_mib).collect();
+        let mut state = ClusterState {
+            index: FreeIndex::new(Vec::new(), spec.models.len()),
+            allocated_by_model: vec![0; spec.models.len()],
+            spec,
+            gpu_offset,
+            gpu_free,
+            cpu_free,
+            mem_free,
+            running: BTreeMap::new(),
+        };
+        let keys = state
+            .spec
+            .node_ids()
+            .map(|n| state.compute_key(n))
+            .collect();
+        state.index = FreeIndex::new(keys, state.spec.models.len());
+        state
+    }
+
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.spec
+    }
+    pub fn spec_arc(&self) -> &Arc<ClusterSpec> {
+        &self.spec
+    }
+    /// Free milli-GPU of each GPU on `node`.
+    pub fn gpu_free(&self, node: NodeId) -> &[u16] {
+        let start = self.gpu_offset[node.index()] as usize;
+        &self.gpu_free[start..start + self.spec.node(node).gpus as usize]
+    }
+    pub fn cpu_free(&self, node: NodeId) -> u64 {
+        self.cpu_free[node.index()]
+    }
+    pub fn mem_free(&self, node: NodeId) -> u64 {
+        self.mem_free[node.index()]
+    }
+    /// GPUs on `node` with nothing allocated.
+    pub fn free_whole_gpus(&self, node: NodeId) -> u32 {
+        self.index.key(node).whole
+    }
+    /// Free milli-GPU on `node`, all GPUs together.
+    pub fn free_gpu_milli(&self, node: NodeId) -> u32 {
+        self.index.key(node).total_milli
+    }
+    /// Running jobs in id order.
+    pub fn running(&self) -> impl ExactSizeIterator<Item = &Allocation> {
+        self.running.values()
+    }
+    pub fn allocation(&self, job: JobId) -> Option<&Allocation> {
+        self.running.get(&job)
+    }
+    pub fn is_running(&self, job: JobId) -> bool {
+        self.running.contains_key(&job)
+    }
+    /// Allocated milli-GPU over the whole cluster.
+    pub fn allocated_gpu_milli(&self) -> u64 {
+        self.allocated_by_model.iter().sum()
+    }
+    /// GPU power draw now, watts: every GPU idles at its idle draw, and allocated shares add
+    /// `(busy - idle)` pro rata.
+    pub fn gpu_power_watts(&self) -> f64 {
+        let mut gpus_by_model = vec![0u64; self.spec.models.len()];
+        for n in &self.spec.nodes {
+            if let Some(m) = n.gpu_model {
+                gpus_by_model[m.index()] += n.gpus as u64;
+            }
+        }
+        self.spec
+            .models
+            .iter()
+            .zip(gpus_by_model.iter().zip(&self.allocated_by_model))
+            .map(|(m, (gpus, alloc))| {
+                *gpus as f64 * m.idle_watts
+                    + *alloc as f64 / GPU_MILLI as f64 * (m.busy_watts - m.idle_watts)
+            })
+            .sum()
+    }
+
+    /// Places every task of `job` as given, or nothing. Checks each task against what is free
+    /// after the job's earlier tasks (two tasks may share a node, or a fractional GPU).
+    pub fn allocate(&mut self, job: &JobSpec, tasks: Vec<TaskPlacement>) -> Result<(), StateError> {
+        if self.running.contains_key(&job.id) {
+            return Err(StateError::AlreadyRunning(job.id));
+        }
+        let infeasible = |reason| StateError::Infeasible {
+            job: job.id,
+            reason,
+        };
+        if tasks.len() != job.tasks as usize {
+            return Err(infeasible(Infeasible::TaskCount {
+                want: job.tasks,
+                got: tasks.len() as u32,
+            }));
+        }
+        let mask = self.spec.model_mask(&job.gpu_types);
+        for (done, t) in tasks.iter().enumerate() {
+            if let Err(reason) = self.take_task(&job.task, mask, t) {
+                for undo in tasks[..done].iter().rev() {
+                    self.give_back_task(&job.task, undo);
+                }
+                return Err(infeasible(reason));
+            }
+        }
+        self.running.insert(
+            job.id,
+            Allocation {
+                job: job.id,
+                task: job.task,
+                tasks,
+                preemptible: job.preemptible,
+            },
+        );
+        Ok(())
+    }
+
+    /// Frees everything `job` holds (it finished).
+    pub fn release(&mut self, job: JobId) -> Result<Allocation, StateError> {
+        let alloc = self
+            .running
+            .remove(&job)
+            .ok_or(StateError::NotRunning(job))?;
+        for t in &alloc.tasks {
+            self.give_back_task(&alloc.task, t);
+        }
+        Ok(alloc)
+    }
+
+    /// Frees everything a preemptible `job` holds (it goes back to the queue).
+    pub fn preempt(&mut self, job: JobId) -> Result<Allocation, StateError> {
+        match self.running.get(&job) {
+            None => Err(StateError::NotRunning(job)),
+            Some(a) if !a.preemptible => Err(StateError::NotPreemptible(job)),
+            Some(_) => self.release(job),
+        }
+    }
+
+    /// Checks one task against `node`'s free capacity, and picks its GPUs with `strategy`'s
+    /// GPU-level rule. `None` when the task does not fit there.
+    pub fn fit_task_on(
+        &self,
+        task: &TaskRequest,
+        mask: u64,
+        node: NodeId,
+        strategy: FitStrategy,
+    ) -> Option<TaskPlacement> {
+        if !need(task, mask).admits(self.index.key(node)) {
+            return None;
+        }
+        let free = self.gpu_free(node);
+        let gpus: Vec<u8> = if task.gpus == 0 {
+            Vec::new()
+        } else if task.is_fractional() {
+            let fits = free
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| u32::from(**f) >= task.gpu_milli);
+            let pick = match strategy {
+                FitStrategy::FirstFit => fits.map(|(i, _)| i).next(),
+                FitStrategy::BestFit => fits.min_by_key(|(i, f)| (**f, *i)).map(|(i, _)| i),
+                FitStrategy::WorstFit => fits
+                    .max_by_key(|(i, f)| (**f, std::cmp::Reverse(*i)))
+                    .map(|(i, _)| i),
+            };
+            vec![pick.expect("the index said some GPU has this share free") as u8]
+        } else {
+            free.iter()
+                .enumerate()
+                .filter(|(_, f)| u32::from(**f) == GPU_MILLI)
+                .map(|(i, _)| i as u8)
+                .take(task.gpus as usize)
+                .collect()
+        };
+        Some(TaskPlacement { node, gpus })
+    }
+
+    /// A node for one task by `strategy`, using the free-capacity index (O(log n) typical).
+    pub fn find_task_node(
+        &self,
+        task: &TaskRequest,
+        mask: u64,
+        strategy: FitStrategy,
+    ) -> Option<TaskPlacement> {
+        let need = need(task, mask);
+        let node = match strategy {
+            FitStrategy::FirstFit => self.index.first_fit(&need, 0),
+            FitStrategy::BestFit => self.index.ascending(&need).next(),
+            FitStrategy::WorstFit => self.index.descending(&need).next(),
+        }?;
+        self.fit_task_on(task, mask, node, strategy)
+    }
+
+    /// Nodes that can hold one task of `task` now, in id order, without a scan of the ones that
+    /// cannot (index-pruned).
+    pub fn nodes_fitting<'a>(
+        &'a self,
+        task: &TaskRequest,
+        mask: u64,
+    ) -> impl Iterator<Item = NodeId> + 'a {
+        let need = need(task, mask);
+        let mut from = 0;
+        std::iter::from_fn(move || {
+            let n = self.index.first_fit(&need, from)?;
+            from = n.index() + 1;
+            Some(n)
+        })
+    }
+
+    /// Takes one task's resources (public to the crate for tentative planning).
+    pub(crate) fn take_task(
+        &mut self,
+        task: &TaskRequest,
+        mask: u64,
+        t: &TaskPlacement,
+    ) -> Result<(), Infeasible> {
+        self.check_task(task, mask, t)?;
+        let node = t.node;
+        let start = self.gpu_offset[node.index()] as usize;
+        for g in &t.gpus {
+            self.gpu_free[start + *g as usize] -= task.gpu_milli as u16;
+        }
+        self.cpu_free[node.index()] -= task.cpu_milli;
+        self.mem_free[node.index()] -= task.mem_mib;
+        if let Some(m) = self.spec.node(node).gpu_model {
+            self.allocated_by_model[m.index()] += task.gpu_milli_total();
+        }
+        self.index.update(node, self.compute_key(node));
+        Ok(())
+    }
+
+    /// Returns one task's resources, taken earlier by `take_task`.
+    pub(crate) fn give_back_task(&mut self, task: &TaskRequest, t: &TaskPlacement) {
+        let node = t.node;
+        let spec = self.spec.node(node);
+        let start = self.gpu_offset[node.index()] as usize;
+        for g in &t.gpus {
+            let f = &mut self.gpu_free[start + *g as usize];
+            *f += task.gpu_milli as u16;
+            assert!(
+                u32::from(*f) <= GPU_MILLI,
+                "GPU {g} on node {node} freed above capacity"
+            );
+        }
+        self.cpu_free[node.index()] += task.cpu_milli;
+        self.mem_free[node.index()] += task.mem_mib;
+        assert!(
+            self.cpu_free[node.index()] <= spec.cpu_milli
+                && self.mem_free[node.index()] <= spec.mem_mib,
+            "node {node} freed above capacity"
+        );
+        if let Some(m) = spec.gpu_model {
+            self.allocated_by_model[m.index()] -= task.gpu_milli_total();
+        }
+        self.index.update(node, self.compute_key(node));
+    }
+
+    /// Why `t` cannot take `task` now, if it cannot.
+    fn check_task(
+        &self,
+        task: &TaskRequest,
+        mask: u64,
+        t: &TaskPlacement,
+    ) -> Result<(), Infeasible> {
+        let node = t.node;
+        let Some(spec) = self.spec.nodes.get(node.index()) else {
+            return Err(Infeasible::UnknownNode(node));
+        };
+        if t.gpus.len() != task.gpus as usize {
+            return Err(Infeasible::GpuCount {
+                node,
+                want: task.gpus,
+                got: t.gpus.len() as u32,
+            });
+        }
+        if task.gpus > 0 {
+            let allowed = spec.gpu_model.is_some_and(|m| mask & (1u64 << m.0) != 0);
+            if !allowed {
+                return Err(Infeasible::ModelNotAllowed { node });
+            }
+        }
+        let free = self.gpu_free(node);
+        for (i, g) in t.gpus.iter().enumerate() {
+            let Some(f) = free.get(*g as usize) else {
+                return Err(Infeasible::NoSuchGpu { node, gpu: *g });
+            };
+            if t.gpus[..i].contains(g) {
+                return Err(Infeasible::DuplicateGpu { node, gpu: *g });
+            }
+            if u32::from(*f) < task.gpu_milli {
+                return Err(Infeasible::GpuBusy {
+                    node,
+                    gpu: *g,
+                    free_milli: *f as u32,
+                    need_milli: task.gpu_milli,
+                });
+            }
+        }
+        if self.cpu_free(node) < task.cpu_milli {
+            return Err(Infeasible::CpuShort {
+                node,
+                free: self.cpu_free(node),
+                need: task.cpu_milli,
+            });
+        }
+        if self.mem_free(node) < task.mem_mib {
+            return Err(Infeasible::MemShort {
+                node,
+                free: self.mem_free(node),
+                need: task.mem_mib,
+            });
+        }
+        Ok(())
+    }
+
+    fn compute_key(&self, node: NodeId) -> NodeKey {
+        let spec = self.spec.node(node);
+        let free = self.gpu_free(node);
+        NodeKey {
+            whole: free.iter().filter(|f| u32::from(**f) == GPU_MILLI).count() as u32,
+            max_milli: free.iter().map(|f| u32::from(*f)).max().unwrap_or(0),
+            total_milli: free.iter().map(|f| u32::from(*f)).sum(),
+            cpu: self.cpu_free[node.index()],
+            mem: self.mem_free[node.index()],
+            model_bit: spec.gpu_model.map_or(0, |m| 1u64 << m.0),
+        }
+    }
+
+    /// Recomputes free capacity from the running allocations and compares with the books.
+    /// For tests and debug checks; `Err` names the first discrepancy.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut fresh = ClusterState::new(self.spec.clone());
+        for a in self.running.values() {
+            for t in &a.tasks {
+                fresh
+                    .take_task(&a.task, u64::MAX, t)
+                    .map_err(|e| format!("job {} cannot be re-placed: {e}", a.job))?;
+            }
+        }
+        if fresh.gpu_free != self.gpu_free {
+            return Err("per-GPU free capacity disagrees with the running jobs".into());
+        }
+        if fresh.cpu_free != self.cpu_free || fresh.mem_free != self.mem_free {
+            return Err("CPU or memory free capacity disagrees with the running jobs".into());
+        }
+        if fresh.allocated_by_model != self.allocated_by_model {
+            return Err("allocated GPU totals disagree with the running jobs".into());
+        }
+        let keys: Vec<NodeKey> = self.spec.node_ids().map(|n| self.compute_key(n)).collect();
+        if !self.index.matches(&keys) {
+            return Err("free-capacity index is stale".into());
+        }
+        Ok(())
+    }
+}
+
+fn need(task: &TaskRequest, mask: u64) -> Need {
+    Need {
+        gpus: task.gpus,
+        milli: task.gpu_milli,
+        cpu: task.cpu_milli,
+        mem: task.mem_mib,
+        mask,
+    }
+}
