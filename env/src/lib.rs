@@ -7,4 +7,7 @@
 pub mod cluster;
 pub mod gpu;
 pub mod job;
+pub mod metrics;
+pub mod policy;
+pub mod sim;
 pub mod units;

@@ -1,0 +1,281 @@
+//! Metrics with the definitions shared by everything (DESIGN.md): per-job records, the run
+//! summary, the timeline, and their files (`summary.json`, `jobs.csv`, `timeline.csv`).
+//!
+//! - JCT = finish - submit; wait = first start - submit; run = finish - first start.
+//! - Bounded slowdown = max(1, JCT / max(run, 10 s)).
+//! - Makespan = last finish - first submit, over every job replayed.
+//! - Time averages (GPU allocation, fragmentation, queue length) and energy are integrated over
+//!   the measured interval: from the first submit plus the warm-up to the last finish.
+//! - Jobs submitted during the warm-up run but are left out of the job statistics.
+
+mod frag;
+
+pub use frag::{FragTracker, TaskMix};
+
+use crate::units::SimTime;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+
+/// Bounded-slowdown threshold (DESIGN.md): runs shorter than this count as this long.
+pub const BSLD_MIN_RUN: SimTime = SimTime::from_secs(10);
+
+/// One job's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    pub name: String,
+    pub submit: SimTime,
+    pub first_start: Option<SimTime>,
+    pub finish: Option<SimTime>,
+    pub preemptions: u32,
+    /// Node names of the last run, `;`-joined.
+    pub nodes: String,
+    pub gpus: u64,
+    /// Submitted after the warm-up: counted in the statistics.
+    pub measured: bool,
+}
+
+impl JobRecord {
+    pub fn wait(&self) -> Option<SimTime> {
+        Some(self.first_start?.saturating_sub(self.submit))
+    }
+    pub fn jct(&self) -> Option<SimTime> {
+        Some(self.finish?.saturating_sub(self.submit))
+    }
+    pub fn bounded_slowdown(&self) -> Option<f64> {
+        let run = self.finish?.saturating_sub(self.first_start?);
+        let jct = self.jct()?;
+        Some((jct.secs_f64() / run.max(BSLD_MIN_RUN).secs_f64()).max(1.0))
+    }
+}
+
+/// One sample of the cluster over time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimelineRow {
+    pub time_s: f64,
+    pub allocated_gpus: f64,
+    pub running_jobs: u64,
+    pub queue_len: u64,
+    pub frag_gpus: f64,
+    pub power_w: f64,
+}
+
+/// The run's summary (`summary.json`; `--json` prints it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub policy: String,
+    pub trace: String,
+    pub cluster: String,
+    pub seed: u64,
+    /// Jobs measured (submitted after the warm-up, not skipped as unplaceable).
+    pub jobs: u64,
+    /// Measured jobs that finished.
+    pub finished: u64,
+    /// Jobs run during the warm-up, left out of the statistics.
+    pub warmup_jobs: u64,
+    /// Jobs that could never fit the cluster, skipped on request.
+    pub skipped_unplaceable: u64,
+    pub avg_jct_s: f64,
+    pub p50_jct_s: f64,
+    pub p95_jct_s: f64,
+    pub p99_jct_s: f64,
+    pub avg_wait_s: f64,
+    pub p50_wait_s: f64,
+    pub p95_wait_s: f64,
+    pub p99_wait_s: f64,
+    pub avg_bsld: f64,
+    pub p95_bsld: f64,
+    pub makespan_s: f64,
+    /// Time-averaged allocated / total GPU capacity.
+    pub gpu_alloc_rate: f64,
+    /// Time-averaged FGD fragmentation / total GPU capacity.
+    pub frag_gpu_rate: f64,
+    pub avg_queue_len: f64,
+    pub energy_kwh: f64,
+    pub preemptions: u64,
+    /// GPU-hours of work lost to preemption (since the last checkpoint, plus restart overhead).
+    pub preemption_waste_gpu_h: f64,
+    pub decisions: u64,
+    pub rejected_decisions: u64,
+    pub policy_errors: u64,
+    pub events: u64,
+    pub wall_s: f64,
+}
+
+/// Mean of `xs` (0 when empty).
+pub fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+/// The `q` quantile (0..=1) of sorted `xs` by linear interpolation (0 when empty).
+pub fn quantile_sorted(xs: &[f64], q: f64) -> f64 {
+    match xs.len() {
+        0 => 0.0,
+        1 => xs[0],
+        n => {
+            let pos = q.clamp(0.0, 1.0) * (n - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            xs[lo] + (xs[hi] - xs[lo]) * (pos - lo as f64)
+        }
+    }
+}
+
+/// Job statistics for the summary: (avg, p50, p95, p99) of JCT and wait, (avg, p95) bsld.
+pub(crate) struct JobStats {
+    pub jobs: u64,
+    pub finished: u64,
+    pub jct: [f64; 4],
+    pub wait: [f64; 4],
+    pub bsld: [f64; 2],
+}
+
+pub(crate) fn job_stats(records: &[JobRecord]) -> JobStats {
+    let measured: Vec<&JobRecord> = records.iter().filter(|r| r.measured).collect();
+    let mut jct: Vec<f64> = measured
+        .iter()
+        .filter_map(|r| r.jct())
+        .map(SimTime::secs_f64)
+        .collect();
+    let mut wait: Vec<f64> = measured
+        .iter()
+        .filter(|r| r.finish.is_some())
+        .filter_map(|r| r.wait())
+        .map(SimTime::secs_f64)
+        .collect();
+    let mut bsld: Vec<f64> = measured
+        .iter()
+        .filter_map(|r| r.bounded_slowdown())
+        .collect();
+    for v in [&mut jct, &mut wait, &mut bsld] {
+        v.sort_by(f64::total_cmp);
+    }
+    let four = |v: &[f64]| {
+        [
+            mean(v),
+            quantile_sorted(v, 0.5),
+            quantile_sorted(v, 0.95),
+            quantile_sorted(v, 0.99),
+        ]
+    };
+    JobStats {
+        jobs: measured.len() as u64,
+        finished: jct.len() as u64,
+        jct: four(&jct),
+        wait: four(&wait),
+        bsld: [mean(&bsld), quantile_sorted(&bsld, 0.95)],
+    }
+}
+
+fn opt_secs(t: Option<SimTime>) -> String {
+    t.map_or_else(String::new, |t| format!("{:.3}", t.secs_f64()))
+}
+
+/// Writes `jobs.csv`: one row per job, times in seconds (empty when it never happened).
+pub fn write_jobs_csv(mut out: impl Write, records: &[JobRecord]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,measured,nodes"
+    )?;
+    for r in records {
+        let nodes = if r.nodes.contains(',') {
+            format!("\"{}\"", r.nodes)
+        } else {
+            r.nodes.clone()
+        };
+        writeln!(
+            out,
+            "{},{:.3},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.name),
+            r.submit.secs_f64(),
+            opt_secs(r.first_start),
+            opt_secs(r.finish),
+            opt_secs(r.wait()),
+            opt_secs(r.jct()),
+            r.bounded_slowdown()
+                .map_or_else(String::new, |b| format!("{b:.4}")),
+            r.preemptions,
+            r.gpus,
+            r.measured,
+            nodes,
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes `timeline.csv`.
+pub fn write_timeline_csv(mut out: impl Write, rows: &[TimelineRow]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "time_s,allocated_gpus,running_jobs,queue_len,frag_gpus,power_w"
+    )?;
+    for r in rows {
+        writeln!(
+            out,
+            "{:.3},{:.3},{},{},{:.3},{:.1}",
+            r.time_s, r.allocated_gpus, r.running_jobs, r.queue_len, r.frag_gpus, r.power_w
+        )?;
+    }
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(submit: u64, start: u64, end: u64) -> JobRecord {
+        JobRecord {
+            name: "j".into(),
+            submit: SimTime::from_secs(submit),
+            first_start: Some(SimTime::from_secs(start)),
+            finish: Some(SimTime::from_secs(end)),
+            preemptions: 0,
+            nodes: "n0".into(),
+            gpus: 1,
+            measured: true,
+        }
+    }
+
+    #[test]
+    fn bounded_slowdown_uses_the_10s_floor() {
+        // wait 20, run 100: (20 + 100) / 100 = 1.2
+        assert_eq!(rec(0, 20, 120).bounded_slowdown(), Some(1.2));
+        // wait 20, run 2: (20 + 2) / max(2, 10) = 2.2
+        assert_eq!(rec(0, 20, 22).bounded_slowdown(), Some(2.2));
+        // no wait, run 2: 2 / 10 = 0.2, bounded below by 1
+        assert_eq!(rec(0, 0, 2).bounded_slowdown(), Some(1.0));
+    }
+
+    #[test]
+    fn quantiles_interpolate() {
+        let xs = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(quantile_sorted(&xs, 0.5), 3.0);
+        assert_eq!(quantile_sorted(&xs, 0.95), 4.8);
+        assert_eq!(quantile_sorted(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn jobs_csv_quotes_what_needs_it() {
+        let mut r = rec(0, 1, 2);
+        r.name = "a,b".into();
+        let mut out = Vec::new();
+        write_jobs_csv(&mut out, &[r]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("\"a,b\",0.000,1.000,2.000,1.000,2.000,")
+        );
+    }
+}

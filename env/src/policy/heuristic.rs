@@ -1,0 +1,117 @@
+//! Heuristics as small parts: an `Ordering` (which pending job next) and a `Placer` (where its
+//! tasks go), composed into a `Policy` by `Composite`. Modifiers (backfilling, preemption)
+//! plug in at the same seams.
+
+use super::context::DecisionContext;
+use super::planner::Planner;
+use super::{Decision, Placement, Policy, PolicyError};
+use crate::cluster::{FitStrategy, TaskPlacement};
+use crate::job::JobSpec;
+use crate::units::JobId;
+
+/// Decides which pending job is considered next.
+pub trait Ordering: Send {
+    fn name(&self) -> &str;
+    /// Pending jobs in the order to try them.
+    fn order<'c>(
+        &'c mut self,
+        ctx: &'c DecisionContext<'_>,
+    ) -> Box<dyn Iterator<Item = JobId> + 'c>;
+    /// Whether a job that does not fit blocks the ones behind it (strict order, as FIFO
+    /// without backfilling) rather than being skipped.
+    fn blocks_on_failure(&self) -> bool;
+}
+
+/// Decides where a job's tasks go, tentatively, through the planner.
+pub trait Placer: Send {
+    fn name(&self) -> &str;
+    fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>>;
+}
+
+/// First come, first served, strictly: the oldest pending job goes first and, if it cannot be
+/// placed, nobody behind it starts (no backfilling; that is the `easy` modifier's job).
+#[derive(Debug, Default)]
+pub struct Fifo;
+
+impl Ordering for Fifo {
+    fn name(&self) -> &str {
+        "fifo"
+    }
+    fn order<'c>(
+        &'c mut self,
+        ctx: &'c DecisionContext<'_>,
+    ) -> Box<dyn Iterator<Item = JobId> + 'c> {
+        Box::new(ctx.pending().map(|p| p.spec.id))
+    }
+    fn blocks_on_failure(&self) -> bool {
+        true
+    }
+}
+
+/// Placement by one of the index-backed strategies (first-fit, best-fit, worst-fit).
+#[derive(Debug)]
+pub struct StrategyPlacer {
+    name: &'static str,
+    strategy: FitStrategy,
+}
+
+impl StrategyPlacer {
+    pub fn new(name: &'static str, strategy: FitStrategy) -> Self {
+        StrategyPlacer { name, strategy }
+    }
+}
+
+impl Placer for StrategyPlacer {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
+        planner.place(job, self.strategy)
+    }
+}
+
+/// An ordering and a placer as one policy, named `ORDER/PLACE`.
+pub struct Composite {
+    name: String,
+    ordering: Box<dyn Ordering>,
+    placer: Box<dyn Placer>,
+}
+
+impl std::fmt::Debug for Composite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Composite")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Composite {
+    pub fn new(ordering: Box<dyn Ordering>, placer: Box<dyn Placer>) -> Self {
+        let name = format!("{}/{}", ordering.name(), placer.name());
+        Composite {
+            name,
+            ordering,
+            placer,
+        }
+    }
+}
+
+impl Policy for Composite {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        let mut decision = Decision::default();
+        let blocks = self.ordering.blocks_on_failure();
+        let mut planner = ctx.planner();
+        for id in self.ordering.order(ctx) {
+            match self.placer.place(&mut planner, ctx.job(id)) {
+                Some(tasks) => decision.placements.push(Placement { job: id, tasks }),
+                None if blocks => break,
+                None => {}
+            }
+        }
+        Ok(decision)
+    }
+}

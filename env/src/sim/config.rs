@@ -1,0 +1,116 @@
+//! `SimConfig`: every knob of one simulation run, with documented defaults.
+
+use crate::units::SimTime;
+use serde::{Deserialize, Serialize};
+
+/// How a run is simulated. Unknown fields are rejected when read from a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Seed for every random choice of the run (policies get it too); same seed, same run.
+    pub seed: u64,
+    /// Ask the policy again every `tick_s` seconds while jobs wait or run (0 = only after
+    /// events). Preempting policies such as Tiresias' LAS need it.
+    pub tick_s: f64,
+    /// A running job checkpoints every this many seconds of progress; a preempted job resumes
+    /// from its last checkpoint. 0 = never checkpoints: a preempted job starts over.
+    pub checkpoint_interval_s: f64,
+    /// Seconds a job spends restoring (loading the checkpoint, warming up) each time it is
+    /// restarted after a preemption; no progress is made meanwhile.
+    pub restart_overhead_s: f64,
+    /// Scale run times by the GPU model's relative speed (a job's trace duration is its run
+    /// time at speed 1.0; on the slowest GPU of its placement it runs `duration / speed`).
+    pub gpu_speed: bool,
+    /// Run-time factor for a gang spread over more nodes than it needs.
+    pub cross_node_penalty: f64,
+    /// Further factor when it also spans more racks than it needs.
+    pub cross_rack_penalty: f64,
+    /// Jobs submitted in the first `warmup_s` seconds (from the first submit) run but are left
+    /// out of job statistics, and time averages start after it.
+    pub warmup_s: f64,
+    /// Skip (and count) jobs that can never fit the cluster instead of failing the run.
+    pub skip_unplaceable: bool,
+    /// Record a timeline row at most every `timeline_interval_s` seconds (0 = every decision
+    /// point); `record_timeline = false` keeps none.
+    pub timeline_interval_s: f64,
+    pub record_timeline: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 0,
+            tick_s: 0.0,
+            checkpoint_interval_s: 1800.0,
+            restart_overhead_s: 60.0,
+            gpu_speed: true,
+            cross_node_penalty: 1.1,
+            cross_rack_penalty: 1.1,
+            warmup_s: 0.0,
+            skip_unplaceable: false,
+            timeline_interval_s: 60.0,
+            record_timeline: true,
+        }
+    }
+}
+
+fn secs(field: &str, v: f64) -> Result<SimTime, String> {
+    SimTime::from_secs_f64(v)
+        .ok_or_else(|| format!("{field} must be a finite number of seconds >= 0, got {v}"))
+}
+
+/// The configuration in the simulator's integer units, checked once.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    pub tick: Option<SimTime>,
+    pub checkpoint: Option<SimTime>,
+    pub restart_overhead: SimTime,
+    pub warmup: SimTime,
+    pub timeline_interval: SimTime,
+}
+
+impl SimConfig {
+    /// Checks every field; the message names the field.
+    pub(crate) fn resolve(&self) -> Result<Resolved, String> {
+        for (field, v) in [
+            ("cross_node_penalty", self.cross_node_penalty),
+            ("cross_rack_penalty", self.cross_rack_penalty),
+        ] {
+            if !(v.is_finite() && v >= 1.0) {
+                return Err(format!("{field} must be a finite factor >= 1, got {v}"));
+            }
+        }
+        let nonzero = |t: SimTime| (t > SimTime::ZERO).then_some(t);
+        Ok(Resolved {
+            tick: nonzero(secs("tick_s", self.tick_s)?),
+            checkpoint: nonzero(secs("checkpoint_interval_s", self.checkpoint_interval_s)?),
+            restart_overhead: secs("restart_overhead_s", self.restart_overhead_s)?,
+            warmup: secs("warmup_s", self.warmup_s)?,
+            timeline_interval: secs("timeline_interval_s", self.timeline_interval_s)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_resolve_and_bad_fields_are_named() {
+        assert!(SimConfig::default().resolve().is_ok());
+        let bad = SimConfig {
+            tick_s: -1.0,
+            ..SimConfig::default()
+        };
+        assert!(bad.resolve().unwrap_err().starts_with("tick_s"));
+        let bad = SimConfig {
+            cross_node_penalty: 0.5,
+            ..SimConfig::default()
+        };
+        assert!(bad.resolve().unwrap_err().starts_with("cross_node_penalty"));
+        let err = toml::from_str::<SimConfig>("tick = 3")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `tick`"), "{err}");
+    }
+}

@@ -1,0 +1,652 @@
+//! The event loop. See the module docs of `sim` for the semantics.
+
+use super::config::{Resolved, SimConfig};
+use crate::cluster::{Allocation, ClusterSpec, ClusterState, FitStrategy, Infeasible};
+use crate::job::{JobSpec, Trace};
+use crate::metrics::{self, FragTracker, JobRecord, Summary, TaskMix, TimelineRow};
+use crate::policy::{Decision, DecisionContext, JobRuntime, JobState, Policy};
+use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a run could not start.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid simulation config: {0}")]
+    Config(String),
+    #[error(
+        "{count} job(s) can never fit cluster {cluster}, e.g. {examples}; \
+         pass --skip-unplaceable (skip_unplaceable = true) to run without them"
+    )]
+    Unplaceable {
+        count: usize,
+        cluster: String,
+        examples: String,
+    },
+    #[error("the trace has no jobs")]
+    EmptyTrace,
+}
+
+/// Where a run is, for progress bars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub now: SimTime,
+    pub finished: u64,
+    pub jobs: u64,
+    pub events: u64,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct SimResult {
+    pub summary: Summary,
+    pub jobs: Vec<JobRecord>,
+    pub timeline: Vec<TimelineRow>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Completion { job: JobId, epoch: u32 },
+    Tick,
+}
+
+/// Per-job bookkeeping the policy never sees.
+#[derive(Debug, Clone, Default)]
+struct Hidden {
+    /// Work left at speed 1, ms.
+    remaining_ms: f64,
+    /// Progress per wall ms in the current run.
+    rate: f64,
+    /// Restart overhead of the current run, ms.
+    overhead_ms: u64,
+    epoch: u32,
+    finish: Option<SimTime>,
+    nodes: Vec<NodeId>,
+}
+
+/// Time integrals over the measured interval.
+#[derive(Debug, Clone, Default)]
+struct Integrals {
+    last: SimTime,
+    alloc_milli_ms: f64,
+    frag_milli_ms: f64,
+    queue_ms: f64,
+    energy_wms: f64,
+    measured_ms: f64,
+}
+
+/// One run in progress: step it with `advance` / `apply`, or drive it with `run`.
+pub struct Simulator<'t> {
+    trace: &'t Trace,
+    cfg: SimConfig,
+    r: Resolved,
+    cluster: RefCell<ClusterState>,
+    runtime: Vec<JobRuntime>,
+    hidden: Vec<Hidden>,
+    pending: BTreeSet<JobId>,
+    heap: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    seq: u64,
+    next_arrival: usize,
+    now: SimTime,
+    started: bool,
+    measure_start: SimTime,
+    frag: FragTracker,
+    acc: Integrals,
+    timeline: Vec<TimelineRow>,
+    last_row: Option<SimTime>,
+    max_gpus_per_node: u64,
+    max_nodes_per_rack: u64,
+    skipped: u64,
+    running: u64,
+    finished: u64,
+    events: u64,
+    decisions: u64,
+    rejected: u64,
+    policy_errors: u64,
+    preemptions: u64,
+    waste_gpu_milli_ms: f64,
+}
+
+impl std::fmt::Debug for Simulator<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulator")
+            .field("now", &self.now)
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+impl<'t> Simulator<'t> {
+    /// Prepares a run: checks the config and that every job can fit the (empty) cluster.
+    pub fn new(
+        trace: &'t Trace,
+        spec: Arc<ClusterSpec>,
+        cfg: &SimConfig,
+    ) -> Result<Self, SimError> {
+        let r = cfg.resolve().map_err(SimError::Config)?;
+        let (first, _) = trace.submit_range().ok_or(SimError::EmptyTrace)?;
+        let mut runtime = vec![JobRuntime::default(); trace.len()];
+        let unplaceable = unplaceable_jobs(trace, &spec);
+        if !unplaceable.is_empty() && !cfg.skip_unplaceable {
+            let examples: Vec<String> = unplaceable
+                .iter()
+                .take(3)
+                .map(|(id, why)| format!("{} ({why})", trace.job(*id)))
+                .collect();
+            return Err(SimError::Unplaceable {
+                count: unplaceable.len(),
+                cluster: spec.name.clone(),
+                examples: examples.join("; "),
+            });
+        }
+        for (id, _) in &unplaceable {
+            runtime[id.index()].state = JobState::Rejected;
+        }
+        let hidden = trace
+            .jobs()
+            .iter()
+            .map(|j| Hidden {
+                remaining_ms: trace.true_duration(j.id).ms() as f64,
+                ..Hidden::default()
+            })
+            .collect();
+        let max_gpus_per_node = spec
+            .nodes
+            .iter()
+            .map(|n| n.gpus as u64)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut per_rack = vec![0u64; spec.racks.len()];
+        for n in &spec.nodes {
+            per_rack[n.rack as usize] += 1;
+        }
+        let max_nodes_per_rack = per_rack.into_iter().max().unwrap_or(1).max(1);
+        let state = ClusterState::new(Arc::clone(&spec));
+        let frag = FragTracker::new(TaskMix::from_trace(trace), &state);
+        let measure_start = first.saturating_add(r.warmup);
+        Ok(Simulator {
+            trace,
+            cfg: cfg.clone(),
+            cluster: RefCell::new(state),
+            runtime,
+            hidden,
+            pending: BTreeSet::new(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            next_arrival: 0,
+            now: first,
+            started: false,
+            measure_start,
+            frag,
+            acc: Integrals {
+                last: measure_start,
+                ..Integrals::default()
+            },
+            timeline: Vec::new(),
+            last_row: None,
+            max_gpus_per_node,
+            max_nodes_per_rack,
+            skipped: unplaceable.len() as u64,
+            running: 0,
+            finished: 0,
+            events: 0,
+            decisions: 0,
+            rejected: 0,
+            policy_errors: 0,
+            preemptions: 0,
+            waste_gpu_milli_ms: 0.0,
+            r,
+        })
+    }
+
+    /// Runs to the end with `policy`, calling `progress` every few thousand events.
+    pub fn run(mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(Progress)) -> SimResult {
+        let wall = Instant::now();
+        let mut next_report = 0u64;
+        while self.advance() {
+            match policy.decide(&self.context()) {
+                Ok(decision) => self.apply(&decision),
+                Err(_) => {
+                    self.policy_errors += 1;
+                    self.apply(&Decision::default());
+                }
+            }
+            if self.events >= next_report {
+                progress(self.progress());
+                next_report = self.events + 4096;
+            }
+        }
+        progress(self.progress());
+        self.finish(policy.name(), wall.elapsed().as_secs_f64())
+    }
+
+    pub fn progress(&self) -> Progress {
+        Progress {
+            now: self.now,
+            finished: self.finished,
+            jobs: (self.trace.len() as u64).saturating_sub(self.skipped),
+            events: self.events,
+        }
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// What the policy may know now.
+    pub fn context(&self) -> DecisionContext<'_> {
+        DecisionContext::new(
+            self.now,
+            self.trace.jobs(),
+            &self.runtime,
+            &self.pending,
+            &self.cluster,
+        )
+    }
+
+    /// Processes events until the policy should be asked (jobs pending after a batch): `true`.
+    /// `false` when nothing is left to happen (all jobs done, or the rest can never start).
+    pub fn advance(&mut self) -> bool {
+        while let Some(t) = self.next_time() {
+            debug_assert!(t >= self.now, "time went back");
+            self.integrate_to(t);
+            self.now = t;
+            self.process_batch(t);
+            if !self.pending.is_empty() {
+                return true;
+            }
+            self.sample_timeline();
+        }
+        false
+    }
+
+    /// Applies a decision after checking every part of it: preemptions, then placements.
+    /// Invalid or infeasible parts are counted in `rejected_decisions` and skipped.
+    pub fn apply(&mut self, decision: &Decision) {
+        self.decisions += 1;
+        for id in &decision.preemptions {
+            if !self.preempt(*id) {
+                self.rejected += 1;
+            }
+        }
+        for p in &decision.placements {
+            if !self.start(p.job, p.tasks.clone()) {
+                self.rejected += 1;
+            }
+        }
+        self.sample_timeline();
+    }
+
+    fn next_time(&mut self) -> Option<SimTime> {
+        loop {
+            let arrival = self.trace.jobs().get(self.next_arrival).map(|j| j.submit);
+            let event = self.heap.peek().map(|Reverse((t, _, e))| (*t, *e));
+            // With nothing running and nothing left to arrive, no tick can change what the
+            // policy already saw: drop it (jobs still pending then stay unfinished).
+            if let Some((_, Event::Tick)) = event {
+                if arrival.is_none() && self.running == 0 {
+                    self.heap.pop();
+                    continue;
+                }
+            }
+            return match (arrival, event) {
+                (None, None) => None,
+                (Some(a), None) => Some(a),
+                (None, Some((e, _))) => Some(e),
+                (Some(a), Some((e, _))) => Some(a.min(e)),
+            };
+        }
+    }
+
+    fn push(&mut self, at: SimTime, event: Event) {
+        self.seq += 1;
+        self.heap.push(Reverse((at, self.seq, event)));
+    }
+
+    fn process_batch(&mut self, t: SimTime) {
+        if !self.started {
+            self.started = true;
+            if let Some(tick) = self.r.tick {
+                self.push(t.saturating_add(tick), Event::Tick);
+            }
+        }
+        while let Some(Reverse((at, _, event))) = self.heap.peek().copied() {
+            if at != t {
+                break;
+            }
+            self.heap.pop();
+            self.events += 1;
+            match event {
+                Event::Completion { job, epoch } => self.complete(job, epoch),
+                Event::Tick => {
+                    let tick = self
+                        .r
+                        .tick
+                        .expect("ticks are scheduled only with a tick interval");
+                    self.push(t.saturating_add(tick), Event::Tick);
+                }
+            }
+        }
+        let jobs = self.trace.jobs();
+        while let Some(job) = jobs.get(self.next_arrival).filter(|j| j.submit == t) {
+            self.next_arrival += 1;
+            self.events += 1;
+            let rt = &mut self.runtime[job.id.index()];
+            if rt.state == JobState::NotArrived {
+                rt.state = JobState::Pending;
+                self.pending.insert(job.id);
+            }
+        }
+    }
+
+    fn complete(&mut self, id: JobId, epoch: u32) {
+        if self.hidden[id.index()].epoch != epoch
+            || self.runtime[id.index()].state != JobState::Running
+        {
+            return; // superseded by a preemption
+        }
+        let alloc = self
+            .cluster
+            .get_mut()
+            .release(id)
+            .expect("a running job holds an allocation");
+        self.update_frag(&alloc);
+        let rt = &mut self.runtime[id.index()];
+        let ran = self
+            .now
+            .saturating_sub(rt.run_start.expect("running job has a run start"));
+        rt.attained_ms += ran.ms();
+        rt.attained_gpu_milli_ms += ran.ms() as u128 * self.trace.job(id).gpu_milli_total() as u128;
+        rt.run_start = None;
+        rt.state = JobState::Finished;
+        self.hidden[id.index()].finish = Some(self.now);
+        self.running -= 1;
+        self.finished += 1;
+    }
+
+    fn start(&mut self, id: JobId, tasks: Vec<crate::cluster::TaskPlacement>) -> bool {
+        let Some(rt) = self.runtime.get(id.index()) else {
+            return false;
+        };
+        if rt.state != JobState::Pending {
+            return false;
+        }
+        let job = self.trace.job(id);
+        if self.cluster.get_mut().allocate(job, tasks).is_err() {
+            return false;
+        }
+        let cluster = self.cluster.borrow();
+        let alloc = cluster.allocation(id).expect("just allocated");
+        let nodes = alloc.nodes();
+        let rate = self.speed(job, &cluster, &nodes) / self.locality_factor(job, &cluster, &nodes);
+        drop(cluster);
+        let restarted = self.runtime[id.index()].preemptions > 0;
+        let h = &mut self.hidden[id.index()];
+        h.rate = rate;
+        h.overhead_ms = if restarted {
+            self.r.restart_overhead.ms()
+        } else {
+            0
+        };
+        h.epoch += 1;
+        h.nodes = nodes;
+        let run_ms = h.overhead_ms as f64 + (h.remaining_ms / rate).ceil();
+        let end = self.now.saturating_add(SimTime(run_ms as u64));
+        let epoch = h.epoch;
+        let rt = &mut self.runtime[id.index()];
+        rt.state = JobState::Running;
+        rt.run_start = Some(self.now);
+        rt.first_start.get_or_insert(self.now);
+        self.pending.remove(&id);
+        self.running += 1;
+        self.push(end, Event::Completion { job: id, epoch });
+        let alloc = self
+            .cluster
+            .borrow()
+            .allocation(id)
+            .cloned()
+            .expect("just allocated");
+        self.update_frag(&alloc);
+        true
+    }
+
+    fn preempt(&mut self, id: JobId) -> bool {
+        if self.runtime.get(id.index()).map(|r| r.state) != Some(JobState::Running) {
+            return false;
+        }
+        let Ok(alloc) = self.cluster.get_mut().preempt(id) else {
+            return false;
+        };
+        self.update_frag(&alloc);
+        let gpu_milli = self.trace.job(id).gpu_milli_total() as f64;
+        let rt = &mut self.runtime[id.index()];
+        let h = &mut self.hidden[id.index()];
+        let elapsed = self
+            .now
+            .saturating_sub(rt.run_start.expect("running job has a run start"))
+            .ms();
+        let productive = elapsed.saturating_sub(h.overhead_ms);
+        let saved_wall = match self.r.checkpoint {
+            Some(iv) => productive / iv.ms() * iv.ms(),
+            None => 0,
+        };
+        h.remaining_ms = match self.r.checkpoint {
+            Some(_) => (h.remaining_ms - saved_wall as f64 * h.rate).max(0.0),
+            None => self.trace.true_duration(id).ms() as f64,
+        };
+        h.epoch += 1;
+        self.waste_gpu_milli_ms += (elapsed - saved_wall) as f64 * gpu_milli;
+        rt.attained_ms += elapsed;
+        rt.attained_gpu_milli_ms += elapsed as u128 * gpu_milli as u128;
+        rt.run_start = None;
+        rt.preemptions += 1;
+        rt.state = JobState::Pending;
+        self.pending.insert(id);
+        self.running -= 1;
+        self.preemptions += 1;
+        true
+    }
+
+    /// Speed of the slowest GPU model the job runs on (1 for CPU-only jobs or with speeds off).
+    fn speed(&self, job: &JobSpec, cluster: &ClusterState, nodes: &[NodeId]) -> f64 {
+        if !self.cfg.gpu_speed || job.task.gpus == 0 {
+            return 1.0;
+        }
+        nodes
+            .iter()
+            .filter_map(|n| cluster.spec().node_model(*n))
+            .map(|m| m.speed)
+            .reduce(f64::min)
+            .unwrap_or(1.0)
+    }
+
+    /// Run-time factor for a gang spread over more nodes (and racks) than it needs: it needs
+    /// ceil(GPUs / largest node's GPUs) nodes and ceil(those / largest rack's nodes) racks.
+    fn locality_factor(&self, job: &JobSpec, cluster: &ClusterState, nodes: &[NodeId]) -> f64 {
+        if nodes.len() <= 1 {
+            return 1.0;
+        }
+        let min_nodes = job.gpus_total().div_ceil(self.max_gpus_per_node).max(1);
+        let mut factor = 1.0;
+        if nodes.len() as u64 > min_nodes {
+            factor *= self.cfg.cross_node_penalty;
+        }
+        let mut racks: Vec<u32> = nodes.iter().map(|n| cluster.spec().node(*n).rack).collect();
+        racks.sort_unstable();
+        racks.dedup();
+        if racks.len() as u64 > min_nodes.div_ceil(self.max_nodes_per_rack) {
+            factor *= self.cfg.cross_rack_penalty;
+        }
+        factor
+    }
+
+    fn update_frag(&mut self, alloc: &Allocation) {
+        let cluster = self.cluster.borrow();
+        for n in alloc.nodes() {
+            self.frag.update(&cluster, n);
+        }
+    }
+
+    fn integrate_to(&mut self, t: SimTime) {
+        let from = self.acc.last.max(self.measure_start);
+        if t > from {
+            let dt = t.saturating_sub(from).ms() as f64;
+            let cluster = self.cluster.borrow();
+            self.acc.alloc_milli_ms += cluster.allocated_gpu_milli() as f64 * dt;
+            self.acc.energy_wms += cluster.gpu_power_watts() * dt;
+            self.acc.frag_milli_ms += self.frag.total_milli() * dt;
+            self.acc.queue_ms += self.pending.len() as f64 * dt;
+            self.acc.measured_ms += dt;
+        }
+        self.acc.last = self.acc.last.max(t);
+    }
+
+    fn sample_timeline(&mut self) {
+        if !self.cfg.record_timeline {
+            return;
+        }
+        if let Some(last) = self.last_row {
+            if self.now.saturating_sub(last) < self.r.timeline_interval.max(SimTime(1)) {
+                return;
+            }
+        }
+        self.last_row = Some(self.now);
+        let cluster = self.cluster.borrow();
+        self.timeline.push(TimelineRow {
+            time_s: self.now.secs_f64(),
+            allocated_gpus: cluster.allocated_gpu_milli() as f64 / GPU_MILLI as f64,
+            running_jobs: self.running,
+            queue_len: self.pending.len() as u64,
+            frag_gpus: self.frag.total_milli() / GPU_MILLI as f64,
+            power_w: cluster.gpu_power_watts(),
+        });
+    }
+
+    /// Closes the run: job records and the summary.
+    pub fn finish(self, policy: &str, wall_s: f64) -> SimResult {
+        let spec = self.cluster.borrow().spec_arc().clone();
+        let records: Vec<JobRecord> = self
+            .trace
+            .jobs()
+            .iter()
+            .zip(&self.runtime)
+            .zip(&self.hidden)
+            .filter(|((_, rt), _)| rt.state != JobState::Rejected)
+            .map(|((j, rt), h)| JobRecord {
+                name: j.name.clone(),
+                submit: j.submit,
+                first_start: rt.first_start,
+                finish: h.finish,
+                preemptions: rt.preemptions,
+                nodes: h
+                    .nodes
+                    .iter()
+                    .map(|n| spec.node(*n).name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                gpus: j.gpus_total(),
+                measured: j.submit >= self.measure_start,
+            })
+            .collect();
+        let stats = metrics::job_stats(&records);
+        let first = self.trace.submit_range().map_or(SimTime::ZERO, |r| r.0);
+        let last_finish = self
+            .hidden
+            .iter()
+            .filter_map(|h| h.finish)
+            .max()
+            .unwrap_or(first);
+        let total_milli = spec.total_gpu_milli() as f64;
+        let per_time = |x: f64| {
+            if self.acc.measured_ms > 0.0 {
+                x / self.acc.measured_ms
+            } else {
+                0.0
+            }
+        };
+        let per_capacity = |x: f64| {
+            if total_milli > 0.0 {
+                per_time(x) / total_milli
+            } else {
+                0.0
+            }
+        };
+        let summary = Summary {
+            policy: policy.to_string(),
+            trace: self.trace.name.clone(),
+            cluster: spec.name.clone(),
+            seed: self.cfg.seed,
+            jobs: stats.jobs,
+            finished: stats.finished,
+            warmup_jobs: records.iter().filter(|r| !r.measured).count() as u64,
+            skipped_unplaceable: self.skipped,
+            avg_jct_s: stats.jct[0],
+            p50_jct_s: stats.jct[1],
+            p95_jct_s: stats.jct[2],
+            p99_jct_s: stats.jct[3],
+            avg_wait_s: stats.wait[0],
+            p50_wait_s: stats.wait[1],
+            p95_wait_s: stats.wait[2],
+            p99_wait_s: stats.wait[3],
+            avg_bsld: stats.bsld[0],
+            p95_bsld: stats.bsld[1],
+            makespan_s: last_finish.saturating_sub(first).secs_f64(),
+            gpu_alloc_rate: per_capacity(self.acc.alloc_milli_ms),
+            frag_gpu_rate: per_capacity(self.acc.frag_milli_ms),
+            avg_queue_len: per_time(self.acc.queue_ms),
+            energy_kwh: self.acc.energy_wms / 3_600_000.0 / 1000.0,
+            preemptions: self.preemptions,
+            preemption_waste_gpu_h: self.waste_gpu_milli_ms / GPU_MILLI as f64 / 3_600_000.0,
+            decisions: self.decisions,
+            rejected_decisions: self.rejected,
+            policy_errors: self.policy_errors,
+            events: self.events,
+            wall_s,
+        };
+        SimResult {
+            summary,
+            jobs: records,
+            timeline: self.timeline,
+        }
+    }
+
+    /// The cluster now, for tests and tools.
+    pub fn cluster(&self) -> std::cell::Ref<'_, ClusterState> {
+        self.cluster.borrow()
+    }
+}
+
+/// Jobs that do not fit the empty cluster, with why. Jobs of one shape are checked once.
+fn unplaceable_jobs(trace: &Trace, spec: &Arc<ClusterSpec>) -> Vec<(JobId, Infeasible)> {
+    let mut empty = ClusterState::new(Arc::clone(spec));
+    let mut seen: HashMap<(u32, crate::job::TaskRequest, &[String]), bool> = HashMap::new();
+    let mut out = Vec::new();
+    for j in trace.jobs() {
+        let key = (j.tasks, j.task, j.gpu_types.as_slice());
+        let fits = *seen
+            .entry(key)
+            .or_insert_with(|| empty.find_job_placement(j, FitStrategy::FirstFit).is_some());
+        if !fits {
+            let why = if j.task.gpus > 0 && spec.model_mask(&j.gpu_types) & model_bits(spec) == 0 {
+                Infeasible::NoAllowedModel {
+                    gpu_types: j.gpu_types.clone(),
+                }
+            } else {
+                Infeasible::NeverFits
+            };
+            out.push((j.id, why));
+        }
+    }
+    out
+}
+
+fn model_bits(spec: &ClusterSpec) -> u64 {
+    spec.nodes
+        .iter()
+        .filter_map(|n| n.gpu_model)
+        .fold(0, |m, id| m | (1u64 << id.0))
+}

@@ -1,0 +1,29 @@
+//! The discrete-event simulator: replays a trace on a cluster under a policy.
+//!
+//! Semantics (DESIGN.md):
+//! - Events (arrival, completion, periodic tick) are taken in (time, sequence) order, so a
+//!   run is a pure function of its inputs and seed. At one instant, completions and ticks come
+//!   first (in the order they were scheduled), then arrivals (in trace order).
+//! - After each batch of same-time events, while jobs are pending, the policy decides; every
+//!   preemption and placement is checked before it is applied, and an infeasible or invalid one
+//!   is counted and rejected, never applied. Preemptions are applied before placements.
+//! - A job runs for its trace duration divided by the speed of the slowest GPU model it got,
+//!   times `cross_node_penalty` when its gang spans more nodes than it needs, and
+//!   `cross_rack_penalty` when it also spans more racks than it needs.
+//! - A preempted job returns to the queue with the progress of its last checkpoint; each
+//!   restart costs `restart_overhead_s` before progress resumes.
+//! - The run ends when nothing is running and nothing is left to arrive; a job the policy
+//!   left pending then is reported unfinished (`finished < jobs`).
+//! - Jobs that can never fit the cluster stop the run with a report, or are skipped and counted
+//!   with `skip_unplaceable`.
+
+mod config;
+mod engine;
+mod workload;
+
+pub use config::SimConfig;
+pub use engine::{Progress, SimError, SimResult, Simulator};
+pub use workload::{WorkloadError, parse_window, scale_to_load};
+
+#[cfg(test)]
+mod tests;

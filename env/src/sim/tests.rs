@@ -1,0 +1,471 @@
+//! Simulator tests: hand-computed scenarios, then properties over random worlds.
+
+use super::*;
+use crate::cluster::tests::uniform;
+use crate::cluster::{ClusterSpec, TaskPlacement};
+use crate::job::tests::job;
+use crate::job::{JobSpec, TaskRequest, Trace};
+use crate::policy::{Decision, DecisionContext, Placement, Policy, PolicyError, build_policy};
+use crate::units::{JobId, NodeId, SimTime};
+use std::sync::Arc;
+
+fn trace(jobs: Vec<(JobSpec, u64)>) -> Trace {
+    let (specs, durs): (Vec<_>, Vec<_>) = jobs
+        .into_iter()
+        .map(|(j, d)| (j, SimTime::from_secs(d)))
+        .unzip();
+    Trace::new("test", specs, durs, vec!["default".into()]).unwrap()
+}
+
+fn run(t: &Trace, spec: ClusterSpec, policy: &str, cfg: &SimConfig) -> SimResult {
+    let mut p = build_policy(policy, cfg.seed).unwrap();
+    Simulator::new(t, Arc::new(spec), cfg)
+        .unwrap()
+        .run(p.as_mut(), &mut |_| {})
+}
+
+#[test]
+fn fifo_blocks_and_metrics_add_up() {
+    // One node of 4 V100s (speed 1, idle 40 W, busy 300 W). A: 4 GPUs at t=0 for 100 s.
+    // B: 1 GPU at t=10 for 50 s waits for A (strict FIFO) and runs 100..150.
+    let t = trace(vec![
+        (job("A", 0, TaskRequest::whole(4, 0, 0)), 100),
+        (job("B", 10, TaskRequest::whole(1, 0, 0)), 50),
+    ]);
+    let r = run(
+        &t,
+        uniform(1, 4, "V100", 1000, 1000),
+        "fifo/first-fit",
+        &SimConfig::default(),
+    );
+    let s = &r.summary;
+    assert_eq!((s.jobs, s.finished), (2, 2));
+    // JCT A = 100, B = 150 - 10 = 140; mean 120. Wait A = 0, B = 90; mean 45.
+    assert_eq!(s.avg_jct_s, 120.0);
+    assert_eq!(s.avg_wait_s, 45.0);
+    // bsld A = 1; B = 140 / 50 = 2.8; mean 1.9.
+    assert!((s.avg_bsld - 1.9).abs() < 1e-12);
+    assert_eq!(s.makespan_s, 150.0);
+    // Allocated: 4000 milli for 100 s, then 1000 for 50 s, over 4000 x 150:
+    // (400000 + 50000) / 600000 = 0.75.
+    assert!((s.gpu_alloc_rate - 0.75).abs() < 1e-12);
+    // Power 4 x 300 = 1200 W for 100 s, then 300 + 3 x 40 = 420 W for 50 s:
+    // 141000 J = 141000 / 3.6e6 kWh.
+    assert!((s.energy_kwh - 141_000.0 / 3.6e6).abs() < 1e-12);
+    assert_eq!(s.rejected_decisions, 0);
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(100)));
+}
+
+#[test]
+fn gpu_speed_scales_run_time() {
+    // 110 s of work at speed 1 on an A100 (speed 2.2) takes 50 s; with speeds off, 110 s.
+    let t = trace(vec![(job("A", 0, TaskRequest::whole(1, 0, 0)), 110)]);
+    let r = run(
+        &t,
+        uniform(1, 8, "A100", 1000, 1000),
+        "fifo/best-fit",
+        &SimConfig::default(),
+    );
+    assert_eq!(r.summary.avg_jct_s, 50.0);
+    let off = SimConfig {
+        gpu_speed: false,
+        ..SimConfig::default()
+    };
+    assert_eq!(
+        run(&t, uniform(1, 8, "A100", 1000, 1000), "fifo/best-fit", &off)
+            .summary
+            .avg_jct_s,
+        110.0
+    );
+}
+
+#[test]
+fn spread_gangs_pay_the_locality_penalty() {
+    // 2 nodes x 4 GPUs in one rack, worst-fit: x (2 GPUs) goes to the emptiest node n1 (ties to
+    // the higher id), y (2 GPUs) to n0. The gang of 2 tasks x 2 GPUs then has 2 free GPUs on
+    // each node and spans both, where 1 node of 4 GPUs would do: 100 s x 1.1 = 110 s.
+    let mut g = job("G", 1, TaskRequest::whole(2, 0, 0));
+    g.tasks = 2;
+    let t = trace(vec![
+        (job("x", 0, TaskRequest::whole(2, 0, 0)), 1000),
+        (job("y", 0, TaskRequest::whole(2, 0, 0)), 1000),
+        (g, 100),
+    ]);
+    let r = run(
+        &t,
+        uniform(2, 4, "V100", 1000, 1000),
+        "fifo/worst-fit",
+        &SimConfig::default(),
+    );
+    let gang = r.jobs.iter().find(|j| j.name == "G").unwrap();
+    assert_eq!(gang.nodes, "n1;n0");
+    assert_eq!(gang.jct(), Some(SimTime::from_secs(110)));
+    // Penalties off: 100 s.
+    let cfg = SimConfig {
+        cross_node_penalty: 1.0,
+        ..SimConfig::default()
+    };
+    let r = run(
+        &t,
+        uniform(2, 4, "V100", 1000, 1000),
+        "fifo/worst-fit",
+        &cfg,
+    );
+    assert_eq!(r.jobs[2].jct(), Some(SimTime::from_secs(100)));
+}
+
+/// Preempts job 0 at the first tick and puts it straight back on the same GPU.
+struct PreemptOnce {
+    done: bool,
+}
+
+impl Policy for PreemptOnce {
+    fn name(&self) -> &str {
+        "test/preempt-once"
+    }
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        let mut d = Decision::default();
+        let a = JobId(0);
+        let mut planner = ctx.planner();
+        if !self.done && planner.state().is_running(a) && ctx.now() > SimTime::ZERO {
+            self.done = true;
+            d.preemptions.push(a);
+            planner.free_running(a);
+        }
+        let on_gpu0 = vec![TaskPlacement {
+            node: NodeId(0),
+            gpus: vec![0],
+        }];
+        if ctx.pending().any(|p| p.spec.id == a) || !d.preemptions.is_empty() {
+            planner
+                .reserve(ctx.job(a), &on_gpu0)
+                .expect("GPU 0 is free for A");
+            d.placements.push(Placement {
+                job: a,
+                tasks: on_gpu0,
+            });
+        }
+        for p in ctx.pending().filter(|p| p.spec.id != a) {
+            if let Some(tasks) = planner.place(p.spec, crate::cluster::FitStrategy::FirstFit) {
+                d.placements.push(Placement {
+                    job: p.spec.id,
+                    tasks,
+                });
+            }
+        }
+        Ok(d)
+    }
+}
+
+#[test]
+fn preemption_resumes_from_the_last_checkpoint() {
+    // A: 1 GPU, 100 s of work. Checkpoints every 30 s, restart costs 5 s, tick at 50 s.
+    // A second job B keeps the queue non-empty so the tick asks the policy.
+    // At 50 s A is preempted: 50 s done, checkpoint at 30 s, so 70 s remain and 20 s are lost.
+    // Restarted at once: 5 s overhead + 70 s = ends at 125 s.
+    let t = trace(vec![
+        (job("A", 0, TaskRequest::whole(1, 0, 0)), 100),
+        (job("B", 0, TaskRequest::whole(2, 0, 0)), 10),
+    ]);
+    let cfg = SimConfig {
+        tick_s: 50.0,
+        checkpoint_interval_s: 30.0,
+        restart_overhead_s: 5.0,
+        ..SimConfig::default()
+    };
+    let mut p = PreemptOnce { done: false };
+    let r = Simulator::new(&t, Arc::new(uniform(1, 2, "V100", 1000, 1000)), &cfg)
+        .unwrap()
+        .run(&mut p, &mut |_| {});
+    let a = &r.jobs[0];
+    assert_eq!(a.finish, Some(SimTime::from_secs(125)));
+    assert_eq!(a.preemptions, 1);
+    assert_eq!(r.summary.preemptions, 1);
+    assert!((r.summary.preemption_waste_gpu_h - 20.0 / 3600.0).abs() < 1e-12);
+    // Without checkpoints the job starts over: 50 + 5 + 100 = 155 s.
+    let cfg = SimConfig {
+        checkpoint_interval_s: 0.0,
+        ..cfg
+    };
+    let mut p = PreemptOnce { done: false };
+    let r = Simulator::new(&t, Arc::new(uniform(1, 2, "V100", 1000, 1000)), &cfg)
+        .unwrap()
+        .run(&mut p, &mut |_| {});
+    assert_eq!(r.jobs[0].finish, Some(SimTime::from_secs(155)));
+}
+
+/// Always proposes job 0 on GPU 0 of node 0, whatever its state.
+struct Stubborn;
+
+impl Policy for Stubborn {
+    fn name(&self) -> &str {
+        "test/stubborn"
+    }
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        let first = ctx.pending().next().map(|p| p.spec.id).unwrap_or(JobId(0));
+        Ok(Decision {
+            preemptions: vec![JobId(99)],
+            placements: vec![Placement {
+                job: first,
+                tasks: vec![TaskPlacement {
+                    node: NodeId(0),
+                    gpus: vec![0],
+                }],
+            }],
+        })
+    }
+}
+
+#[test]
+fn infeasible_decisions_are_counted_and_not_applied() {
+    // A and B both want GPU 0 of the only node; B's placement while A runs is rejected, and so
+    // is every preemption of the unknown job 99.
+    let t = trace(vec![
+        (job("A", 0, TaskRequest::whole(1, 0, 0)), 10),
+        (job("B", 5, TaskRequest::whole(1, 0, 0)), 10),
+    ]);
+    let mut p = Stubborn;
+    let sim = Simulator::new(
+        &t,
+        Arc::new(uniform(1, 2, "V100", 1000, 1000)),
+        &SimConfig::default(),
+    )
+    .unwrap();
+    let r = sim.run(&mut p, &mut |_| {});
+    // Decisions at 0 (A placed), 5 (B rejected), 10 (B placed): 3 preemptions rejected + 1.
+    assert_eq!(r.summary.decisions, 3);
+    assert_eq!(r.summary.rejected_decisions, 4);
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(10)));
+}
+
+#[test]
+fn unplaceable_jobs_stop_the_run_unless_skipped() {
+    let t = trace(vec![
+        (job("ok", 0, TaskRequest::whole(1, 0, 0)), 10),
+        (job("huge", 0, TaskRequest::whole(16, 0, 0)), 10),
+    ]);
+    let spec = Arc::new(uniform(2, 8, "V100", 1000, 1000));
+    let err = Simulator::new(&t, spec.clone(), &SimConfig::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("1 job(s) can never fit") && err.contains("huge"),
+        "{err}"
+    );
+    let cfg = SimConfig {
+        skip_unplaceable: true,
+        ..SimConfig::default()
+    };
+    let mut p = build_policy("fifo/best-fit", 0).unwrap();
+    let r = Simulator::new(&t, spec, &cfg)
+        .unwrap()
+        .run(p.as_mut(), &mut |_| {});
+    assert_eq!(
+        (
+            r.summary.jobs,
+            r.summary.finished,
+            r.summary.skipped_unplaceable
+        ),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn warmup_jobs_run_but_are_not_measured() {
+    let t = trace(vec![
+        (job("early", 0, TaskRequest::whole(1, 0, 0)), 10),
+        (job("late", 100, TaskRequest::whole(1, 0, 0)), 10),
+    ]);
+    let cfg = SimConfig {
+        warmup_s: 50.0,
+        ..SimConfig::default()
+    };
+    let r = run(
+        &t,
+        uniform(1, 1, "V100", 1000, 1000),
+        "fifo/first-fit",
+        &cfg,
+    );
+    assert_eq!((r.summary.jobs, r.summary.warmup_jobs), (1, 1));
+    // Measured from 50 s to 110 s: the GPU is busy 10 of those 60 s.
+    assert!((r.summary.gpu_alloc_rate - 10.0 / 60.0).abs() < 1e-12);
+}
+
+mod props {
+    use super::*;
+    use crate::cluster::NodeSpec;
+    use crate::gpu::GpuModel;
+    use crate::units::GpuModelId;
+    use proptest::prelude::*;
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    /// Proposes random preemptions and placements, most of them nonsense, from a seed.
+    struct Chaos {
+        rng: StdRng,
+    }
+
+    impl Policy for Chaos {
+        fn name(&self) -> &str {
+            "test/chaos"
+        }
+        fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+            let mut d = Decision::default();
+            let running: Vec<JobId> = ctx.cluster().running().map(|a| a.job).collect();
+            if !running.is_empty() && self.rng.random_range(0..4) == 0 {
+                d.preemptions
+                    .push(running[self.rng.random_range(0..running.len())]);
+            }
+            let nodes = ctx.cluster().spec().nodes.len() as u32;
+            for p in ctx.pending().take(3) {
+                let tasks = (0..p.spec.tasks)
+                    .map(|_| TaskPlacement {
+                        node: NodeId(self.rng.random_range(0..nodes + 1)),
+                        gpus: (0..p.spec.task.gpus)
+                            .map(|_| self.rng.random_range(0..8u8))
+                            .collect(),
+                    })
+                    .collect();
+                d.placements.push(Placement {
+                    job: p.spec.id,
+                    tasks,
+                });
+            }
+            // Sometimes also a sensible placement, so that the run makes progress.
+            if let Some(p) = ctx.pending().next() {
+                if let Some(tasks) = ctx
+                    .planner()
+                    .place(p.spec, crate::cluster::FitStrategy::BestFit)
+                {
+                    d.placements.push(Placement {
+                        job: p.spec.id,
+                        tasks,
+                    });
+                }
+            }
+            Ok(d)
+        }
+    }
+
+    fn cluster_strategy() -> impl Strategy<Value = ClusterSpec> {
+        prop::collection::vec((0u32..=8, 1u64..=4, prop::bool::ANY), 1..6).prop_map(|nodes| {
+            let models = vec![
+                GpuModel::from_catalog("V100").unwrap(),
+                GpuModel::from_catalog("T4").unwrap(),
+            ];
+            let specs: Vec<NodeSpec> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, (gpus, cpu, t4))| NodeSpec {
+                    name: format!("n{i}"),
+                    gpu_model: (*gpus > 0).then_some(GpuModelId(u32::from(*t4))),
+                    gpus: *gpus,
+                    cpu_milli: cpu * 8000,
+                    mem_mib: 65_536,
+                    rack: (i / 2) as u32,
+                    nvlink_domain: i as u32,
+                })
+                .collect();
+            let racks = (0..nodes.len().div_ceil(2))
+                .map(|r| format!("r{r}"))
+                .collect();
+            let domains = (0..nodes.len()).map(|d| format!("d{d}")).collect();
+            ClusterSpec::new("prop", models, specs, racks, domains).unwrap()
+        })
+    }
+
+    fn trace_strategy() -> impl Strategy<Value = Trace> {
+        let job = (
+            0u64..200,
+            0u64..120,
+            1u32..=3,
+            0u32..=4,
+            1u32..=1000,
+            0u64..=8000,
+            prop::bool::ANY,
+        );
+        prop::collection::vec(job, 1..30).prop_map(|jobs| {
+            let (specs, durs): (Vec<_>, Vec<_>) = jobs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (submit, dur, tasks, gpus, milli, cpu, t4_only))| {
+                    let task = match gpus {
+                        0 => TaskRequest::whole(0, cpu, 1024),
+                        1 => TaskRequest {
+                            gpus: 1,
+                            gpu_milli: milli,
+                            cpu_milli: cpu,
+                            mem_mib: 1024,
+                        },
+                        g => TaskRequest::whole(g, cpu, 1024),
+                    };
+                    let mut j = super::job(&format!("j{i}"), submit, task);
+                    j.tasks = tasks;
+                    if t4_only {
+                        j.gpu_types = vec!["T4".into()];
+                    }
+                    (j, SimTime::from_secs(dur))
+                })
+                .unzip();
+            Trace::new("prop", specs, durs, vec!["default".into()]).unwrap()
+        })
+    }
+
+    fn policy(which: u8, seed: u64) -> Box<dyn Policy> {
+        match which {
+            0 => build_policy("fifo/first-fit", seed).unwrap(),
+            1 => build_policy("fifo/best-fit", seed).unwrap(),
+            2 => build_policy("fifo/worst-fit", seed).unwrap(),
+            _ => Box::new(Chaos {
+                rng: StdRng::seed_from_u64(seed),
+            }),
+        }
+    }
+
+    /// Steps a run by hand, checking the invariants after every decision.
+    fn checked_run(t: &Trace, spec: &ClusterSpec, which: u8, seed: u64, tick: f64) -> SimResult {
+        let cfg = SimConfig {
+            seed,
+            skip_unplaceable: true,
+            tick_s: tick,
+            checkpoint_interval_s: 7.0,
+            ..SimConfig::default()
+        };
+        let mut sim = Simulator::new(t, Arc::new(spec.clone()), &cfg).unwrap();
+        let mut p = policy(which, seed);
+        let mut last = SimTime::ZERO;
+        while sim.advance() {
+            assert!(sim.now() >= last, "time went back");
+            last = sim.now();
+            let d = p.decide(&sim.context()).unwrap();
+            sim.apply(&d);
+            sim.cluster().check_invariants().unwrap();
+        }
+        let r = sim.finish(p.name(), 0.0);
+        r
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        #[test]
+        fn capacity_holds_every_job_ends_once_and_runs_repeat(
+            spec in cluster_strategy(), t in trace_strategy(), which in 0u8..4, seed in 0u64..1000,
+            tick in prop::sample::select(vec![0.0, 13.0]),
+        ) {
+            let r = checked_run(&t, &spec, which, seed, tick);
+            // Every admitted job finishes exactly once, after it started.
+            prop_assert_eq!(r.summary.finished, r.summary.jobs);
+            prop_assert_eq!(r.jobs.len() as u64 + r.summary.skipped_unplaceable, t.len() as u64);
+            for j in &r.jobs {
+                let (start, end) = (j.first_start.unwrap(), j.finish.unwrap());
+                prop_assert!(j.submit <= start && start <= end);
+            }
+            // Same inputs and seed: the identical run.
+            let again = checked_run(&t, &spec, which, seed, tick);
+            prop_assert_eq!(&r.jobs, &again.jobs);
+            prop_assert_eq!(&r.timeline, &again.timeline);
+            prop_assert_eq!(&r.summary, &again.summary);
+        }
+    }
+}
