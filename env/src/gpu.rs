@@ -87,9 +87,11 @@ impl GpuModel {
                 self.name, self.speed
             ));
         }
-        if !(self.idle_watts.is_finite() && self.idle_watts >= 0.0)
-            || !(self.busy_watts.is_finite() && self.busy_watts >= self.idle_watts)
-        {
+        let power_ok = self.idle_watts.is_finite()
+            && self.idle_watts >= 0.0
+            && self.busy_watts.is_finite()
+            && self.busy_watts >= self.idle_watts;
+        if !power_ok {
             return Err(format!(
                 "GPU model {}: need 0 <= idle_watts <= busy_watts, got {} and {}",
                 self.name, self.idle_watts, self.busy_watts

@@ -10,4 +10,5 @@ pub mod job;
 pub mod metrics;
 pub mod policy;
 pub mod sim;
+pub mod trace;
 pub mod units;

@@ -5,9 +5,15 @@
 
 mod feasibility;
 mod index;
+mod load;
 mod state;
 
 pub use feasibility::{FitStrategy, Infeasible, fits_empty};
+pub use load::{
+    ClusterLoadError, DEFAULT_CPU_MILLI_PER_GPU, DEFAULT_CPU_ONLY_CPU_MILLI,
+    DEFAULT_CPU_ONLY_MEM_MIB, DEFAULT_MEM_MIB_PER_GPU, DEFAULT_RACK_SIZE, MAX_CLUSTER_FILE_BYTES,
+    MAX_NODES, SPOT_MEM_MIB_PER_VCPU, load_cluster, parse_cluster_toml, preset_names,
+};
 pub use state::{Allocation, ClusterState, StateError, TaskPlacement};
 
 use crate::gpu::GpuModel;

@@ -287,11 +287,12 @@ impl<'t> Simulator<'t> {
             let event = self.heap.peek().map(|Reverse((t, _, e))| (*t, *e));
             // With nothing running and nothing left to arrive, no tick can change what the
             // policy already saw: drop it (jobs still pending then stay unfinished).
-            if let Some((_, Event::Tick)) = event {
-                if arrival.is_none() && self.running == 0 {
-                    self.heap.pop();
-                    continue;
-                }
+            if let Some((_, Event::Tick)) = event
+                && arrival.is_none()
+                && self.running == 0
+            {
+                self.heap.pop();
+                continue;
             }
             return match (arrival, event) {
                 (None, None) => None,
@@ -509,10 +510,10 @@ impl<'t> Simulator<'t> {
         if !self.cfg.record_timeline {
             return;
         }
-        if let Some(last) = self.last_row {
-            if self.now.saturating_sub(last) < self.r.timeline_interval.max(SimTime(1)) {
-                return;
-            }
+        if let Some(last) = self.last_row
+            && self.now.saturating_sub(last) < self.r.timeline_interval.max(SimTime(1))
+        {
+            return;
         }
         self.last_row = Some(self.now);
         let cluster = self.cluster.borrow();

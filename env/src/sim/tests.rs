@@ -332,16 +332,16 @@ mod props {
                 });
             }
             // Sometimes also a sensible placement, so that the run makes progress.
-            if let Some(p) = ctx.pending().next() {
-                if let Some(tasks) = ctx
+            let first = ctx.pending().next();
+            if let Some(p) = first
+                && let Some(tasks) = ctx
                     .planner()
                     .place(p.spec, crate::cluster::FitStrategy::BestFit)
-                {
-                    d.placements.push(Placement {
-                        job: p.spec.id,
-                        tasks,
-                    });
-                }
+            {
+                d.placements.push(Placement {
+                    job: p.spec.id,
+                    tasks,
+                });
             }
             Ok(d)
         }
@@ -441,8 +441,7 @@ mod props {
             sim.apply(&d);
             sim.cluster().check_invariants().unwrap();
         }
-        let r = sim.finish(p.name(), 0.0);
-        r
+        sim.finish(p.name(), 0.0)
     }
 
     proptest! {

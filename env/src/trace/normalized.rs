@@ -1,0 +1,476 @@
+//! Lachesis' normalized trace CSV, schema v1: the one format Lachesis both reads and writes.
+//! Writing a [`Trace`] and reading it back gives an equal trace (its name becomes the source
+//! the reader was given). The full description, with an example, is `docs/trace-format.md`.
+//!
+//! ```text
+//! #lachesis-trace v1
+//! #tenants,default,alice
+//! job_id,submit_s,duration_s,tasks,gpus,gpu_milli,cpu_milli,mem_mib,gpu_types,tenant,priority,qos,preemptible,kind,estimate_s
+//! j1,0,3600,2,8,1000,32000,131072,A100|H100,alice,0,latency-sensitive,true,training,7200
+//! ```
+//!
+//! - Line 1 must be `#lachesis-trace v1`; a missing line or another version is an error that
+//!   names the version found and the one supported.
+//! - Line 2 may be `#tenants,NAME,...`: the trace's tenant table in `TenantId` order (kept
+//!   even when a tenant has no job). Without it, tenants are numbered in order of first
+//!   appearance in the `tenant` column.
+//! - Then the header: all 15 columns, in any order, no others.
+//! - `job_id`: the job's name in its source trace (any text). `submit_s`, `duration_s`
+//!   (true run time at speed 1.0), `estimate_s` (user estimate; empty = none): seconds,
+//!   non-negative, at most 3 decimals, so exact milliseconds. `tasks` >= 1 (a gang when > 1);
+//!   `gpus` 0..=64 and `gpu_milli` 0..=1000 per task, as [`crate::job::TaskRequest`] rules
+//!   them; `cpu_milli`, `mem_mib` per task. `gpu_types`: allowed GPU models, `|`-separated,
+//!   empty = any. `tenant`: a non-empty name. `priority`: i32, larger is more important.
+//!   `qos`: `guaranteed`, `latency-sensitive`, `burstable`, `best-effort`. `preemptible`:
+//!   `true`/`false`. `kind`: `training`, `inference`, `batch`.
+//! - Rows may come in any order; the trace sorts them by submit time (stable).
+//!
+//! Writing refuses what would not read back equal: empty or duplicate tenant names, GPU type
+//! names that are empty, contain `|` or have surrounding spaces.
+
+use super::table::{self, Table, Unknown};
+use super::{ReadReport, TraceFormat, TraceRead, TraceReadError};
+use crate::cluster::MAX_GPUS_PER_NODE;
+use crate::job::{JobKind, JobSpec, Qos, TaskRequest, Trace};
+use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
+use csv::StringRecord;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+
+/// The first line starts with this, then a space and the version.
+pub const MAGIC: &str = "#lachesis-trace";
+/// The schema version this build reads and writes.
+pub const VERSION: &str = "v1";
+/// First field of the optional tenant-table line.
+pub const TENANTS: &str = "#tenants";
+/// The columns of schema v1, in the order Lachesis writes them.
+pub const COLUMNS: &[&str] = &[
+    "job_id",
+    "submit_s",
+    "duration_s",
+    "tasks",
+    "gpus",
+    "gpu_milli",
+    "cpu_milli",
+    "mem_mib",
+    "gpu_types",
+    "tenant",
+    "priority",
+    "qos",
+    "preemptible",
+    "kind",
+    "estimate_s",
+];
+
+/// Why a trace could not be written in the normalized format.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceWriteError {
+    #[error("cannot write the trace: {0}")]
+    Csv(#[from] csv::Error),
+    #[error("cannot write the trace: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot write the trace in the normalized format: {0}")]
+    Unrepresentable(String),
+}
+
+/// Reads a normalized trace; `source` names it in errors and becomes the trace's name.
+pub fn read(input: impl Read, source: &str) -> Result<TraceRead, TraceReadError> {
+    let mut reader = table::csv_reader(input);
+    let mut record = StringRecord::new();
+    let found = table::next_record(source, &mut reader, &mut record)?;
+    check_version(source, found.then_some(&record))?;
+
+    let mut tenants = Tenants::default();
+    let mut more = table::next_record(source, &mut reader, &mut record)?;
+    if more && record.get(0).map(str::trim) == Some(TENANTS) {
+        tenants = Tenants::declared(source, &record)?;
+        more = table::next_record(source, &mut reader, &mut record)?;
+    }
+    if !more {
+        return Err(table::missing_header(source, &reader, COLUMNS));
+    }
+    let mut rows = Table::with_header(source, reader, record, COLUMNS, Unknown::Reject)?;
+
+    let mut report = ReadReport::new(TraceFormat::Normalized);
+    let (mut jobs, mut durations) = (Vec::new(), Vec::new());
+    while let Some(row) = rows.next_row()? {
+        report.rows += 1;
+        let (job, duration) = parse_job(&row, &mut tenants)?;
+        jobs.push(job);
+        durations.push(duration);
+        report.kept += 1;
+    }
+    super::finish(source, jobs, durations, tenants.names, report)
+}
+
+/// Checks line 1 is `#lachesis-trace v1`.
+fn check_version(source: &str, first: Option<&StringRecord>) -> Result<(), TraceReadError> {
+    let text = first.map_or(String::new(), |r| r.iter().collect::<Vec<_>>().join(","));
+    let problem = match text.trim().strip_prefix(MAGIC) {
+        Some(version) if version.trim() == VERSION => return Ok(()),
+        Some(version) => format!(
+            "found trace schema version {}, this build reads only {VERSION} \
+             (`{MAGIC} {VERSION}`)",
+            table::quote(version.trim())
+        ),
+        None => format!(
+            "expected the version line `{MAGIC} {VERSION}` first, got {}: \
+             no schema version found",
+            table::quote(&text)
+        ),
+    };
+    Err(TraceReadError::Line {
+        file: source.into(),
+        line: first.map_or(1, table::line_of),
+        problem,
+    })
+}
+
+/// The tenant table: declared on the `#tenants` line, or grown in order of first appearance.
+#[derive(Default)]
+struct Tenants {
+    names: Vec<String>,
+    ids: HashMap<String, TenantId>,
+    declared: bool,
+}
+
+impl Tenants {
+    fn declared(source: &str, record: &StringRecord) -> Result<Tenants, TraceReadError> {
+        let mut tenants = Tenants {
+            declared: true,
+            ..Tenants::default()
+        };
+        for name in record.iter().skip(1) {
+            let problem = if name.is_empty() {
+                "a tenant name is empty"
+            } else if tenants.ids.contains_key(name) {
+                "a tenant is listed twice"
+            } else {
+                tenants.insert(name);
+                continue;
+            };
+            return Err(TraceReadError::Field {
+                file: source.into(),
+                line: table::line_of(record),
+                field: TENANTS.into(),
+                problem: format!("{problem}: {}", table::quote(name)),
+            });
+        }
+        Ok(tenants)
+    }
+
+    fn insert(&mut self, name: &str) -> TenantId {
+        let id = TenantId(self.names.len() as u32);
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn id(&mut self, row: &table::Row<'_>) -> Result<TenantId, TraceReadError> {
+        let name = row.str("tenant");
+        match self.ids.get(name) {
+            Some(id) => Ok(*id),
+            None if self.declared => Err(row.expected("tenant", "a tenant on the #tenants line")),
+            None if name.is_empty() => Err(row.expected("tenant", "a tenant name")),
+            None => Ok(self.insert(name)),
+        }
+    }
+}
+
+fn parse_job(
+    row: &table::Row<'_>,
+    tenants: &mut Tenants,
+) -> Result<(JobSpec, SimTime), TraceReadError> {
+    let task = TaskRequest {
+        gpus: row.int_in("gpus", 0..=MAX_GPUS_PER_NODE)?,
+        gpu_milli: row.int_in("gpu_milli", 0..=GPU_MILLI)?,
+        cpu_milli: row.parse("cpu_milli", "a non-negative integer (milli-cores)")?,
+        mem_mib: row.parse("mem_mib", "a non-negative integer (MiB)")?,
+    };
+    task.validate()
+        .map_err(|problem| row.error("gpu_milli", problem))?;
+    let job = JobSpec {
+        id: JobId(0),
+        name: row.str("job_id").to_string(),
+        submit: row.secs("submit_s")?,
+        tasks: row.int_in("tasks", 1..=u32::MAX)?,
+        task,
+        gpu_types: row.names("gpu_types")?,
+        tenant: tenants.id(row)?,
+        priority: row.parse("priority", "an integer (i32)")?,
+        qos: Qos::parse(row.str("qos")).ok_or_else(|| {
+            row.expected(
+                "qos",
+                "guaranteed, latency-sensitive, burstable or best-effort",
+            )
+        })?,
+        preemptible: match row.str("preemptible").trim() {
+            "true" => true,
+            "false" => false,
+            _ => return Err(row.expected("preemptible", "true or false")),
+        },
+        kind: JobKind::parse(row.str("kind"))
+            .ok_or_else(|| row.expected("kind", "training, inference or batch"))?,
+        estimate: row.opt_secs("estimate_s")?,
+    };
+    Ok((job, row.secs("duration_s")?))
+}
+
+/// Writes `trace` as a normalized v1 CSV (version line, tenant line, header, one row a job in
+/// trace order).
+pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWriteError> {
+    check_representable(trace)?;
+    let mut out = csv::WriterBuilder::new().flexible(true).from_writer(writer);
+    out.write_record([format!("{MAGIC} {VERSION}")])?;
+    out.write_record(std::iter::once(TENANTS).chain(trace.tenants().iter().map(String::as_str)))?;
+    out.write_record(COLUMNS)?;
+    for job in trace.jobs() {
+        out.write_record([
+            job.name.clone(),
+            format_secs(job.submit),
+            format_secs(trace.true_duration(job.id)),
+            job.tasks.to_string(),
+            job.task.gpus.to_string(),
+            job.task.gpu_milli.to_string(),
+            job.task.cpu_milli.to_string(),
+            job.task.mem_mib.to_string(),
+            job.gpu_types.join("|"),
+            trace.tenant_name(job.tenant).to_string(),
+            job.priority.to_string(),
+            job.qos.as_str().to_string(),
+            job.preemptible.to_string(),
+            job.kind.as_str().to_string(),
+            job.estimate.map(format_secs).unwrap_or_default(),
+        ])?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn check_representable(trace: &Trace) -> Result<(), TraceWriteError> {
+    let bad = |what: String| Err(TraceWriteError::Unrepresentable(what));
+    let mut seen = std::collections::HashSet::new();
+    for name in trace.tenants() {
+        if name.is_empty() || !seen.insert(name.as_str()) {
+            return bad(format!("tenant name {name:?} is empty or repeated"));
+        }
+    }
+    for job in trace.jobs() {
+        for t in &job.gpu_types {
+            if t.is_empty() || t.contains('|') || t.trim() != t {
+                return bad(format!(
+                    "job {}: GPU type {t:?} is empty, contains '|' or has surrounding spaces",
+                    job.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Seconds with up to 3 decimals, trailing zeros dropped: exact milliseconds.
+pub fn format_secs(t: SimTime) -> String {
+    let (secs, ms) = (t.ms() / 1000, t.ms() % 1000);
+    if ms == 0 {
+        secs.to_string()
+    } else {
+        format!("{secs}.{ms:03}").trim_end_matches('0').to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HEADER: &str = "job_id,submit_s,duration_s,tasks,gpus,gpu_milli,cpu_milli,mem_mib,\
+                          gpu_types,tenant,priority,qos,preemptible,kind,estimate_s";
+
+    fn read_str(text: &str) -> Result<TraceRead, TraceReadError> {
+        read(text.as_bytes(), "x.csv")
+    }
+
+    fn err(text: &str) -> String {
+        read_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn reads_gangs_fractions_types_tenants_and_estimates() {
+        let text = format!(
+            "#lachesis-trace v1\n{HEADER}\n\
+             b,10.5,60,2,8,1000,32000,65536,A100|H100,bob,3,best-effort,true,training,120\n\
+             a,1,30.25,1,1,250,2000,4096,,alice,0,ls,false,inference,\n"
+        );
+        let read = read_str(&text).unwrap();
+        let t = &read.trace;
+        assert_eq!(read.report.rows, 2);
+        assert_eq!(t.tenants(), ["bob", "alice"]);
+        let a = &t.jobs()[0];
+        assert_eq!((a.name.as_str(), a.submit), ("a", SimTime(1000)));
+        assert!(a.task.is_fractional() && !a.preemptible && a.estimate.is_none());
+        assert_eq!((a.qos, a.kind), (Qos::LatencySensitive, JobKind::Inference));
+        assert_eq!(t.true_duration(a.id), SimTime(30_250));
+        let b = &t.jobs()[1];
+        assert_eq!((b.tasks, b.gpus_total(), b.priority), (2, 16, 3));
+        assert_eq!(b.gpu_types, ["A100", "H100"]);
+        assert_eq!(b.estimate, Some(SimTime(120_000)));
+        assert_eq!(t.tenant_name(b.tenant), "bob");
+    }
+
+    #[test]
+    fn version_line_is_required_and_checked() {
+        let e = err(&format!("{HEADER}\n"));
+        assert!(
+            e.starts_with("x.csv line 1: expected the version line `#lachesis-trace v1`"),
+            "{e}"
+        );
+        let e = err(&format!("#lachesis-trace v2\n{HEADER}\n"));
+        assert_eq!(
+            e,
+            "x.csv line 1: found trace schema version \"v2\", this build reads only v1 \
+             (`#lachesis-trace v1`)"
+        );
+        assert!(err("").contains("line 1"), "{}", err(""));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let row = |fields: &str| err(&format!("#lachesis-trace v1\n{HEADER}\n{fields}\n"));
+        assert_eq!(
+            row("a,1,2,1,abc,1000,0,0,,t,0,guaranteed,false,batch,"),
+            "x.csv line 3, field gpus: expected an integer 0..=64, got \"abc\""
+        );
+        assert_eq!(
+            row("a,1,2,1,2,500,0,0,,t,0,guaranteed,false,batch,"),
+            "x.csv line 3, field gpu_milli: gpu_milli 500 < 1000 is only allowed with 1 GPU, not 2"
+        );
+        assert!(row("a,-1,2,1,0,0,0,0,,t,0,guaranteed,false,batch,").contains("field submit_s"));
+        assert!(row("a,1,2,0,0,0,0,0,,t,0,guaranteed,false,batch,").contains("field tasks"));
+        assert!(row("a,1,2,1,0,0,0,0,,t,0,gold,false,batch,").contains("field qos"));
+        assert!(row("a,1,2,1,0,0,0,0,,t,0,be,yes,batch,").contains("field preemptible"));
+        assert!(row("a,1,2,1,0,0,0,0,A||B,t,0,be,true,batch,").contains("field gpu_types"));
+        assert!(row("a,1,2,1,0,0,0,0,,,0,be,true,batch,").contains("field tenant"));
+        assert!(row("a,1,2,1,0,0,0,0,,t,0,be,true,batch,1.2345").contains("field estimate_s"));
+        assert_eq!(
+            row("a,1,2"),
+            "x.csv line 3: expected 15 fields like the header, got 3"
+        );
+        let e = err("#lachesis-trace v1\n#tenants,a\njob_id,x\n");
+        assert!(
+            e.starts_with("x.csv line 3: missing column submit_s"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "#lachesis-trace v1\n#tenants,a\n{HEADER}\nj,0,1,1,0,0,0,0,,b,0,be,true,batch,\n"
+        ));
+        assert!(
+            e.starts_with("x.csv line 4, field tenant: expected a tenant on the #tenants line"),
+            "{e}"
+        );
+        let e = err(&format!("#lachesis-trace v1\n{HEADER},extra\n"));
+        assert!(e.contains("line 2: unknown column \"extra\""), "{e}");
+    }
+
+    #[test]
+    fn tiny_excerpt_rewrites_byte_for_byte() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/tiny.csv");
+        let text = std::fs::read_to_string(path).unwrap();
+        let read = read_str(&text).unwrap();
+        assert_eq!(read.trace.len(), 20);
+        let mut written = Vec::new();
+        write_normalized(&read.trace, &mut written).unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), text);
+    }
+
+    #[test]
+    fn seconds_format_exactly() {
+        assert_eq!(format_secs(SimTime(0)), "0");
+        assert_eq!(format_secs(SimTime(1500)), "1.5");
+        assert_eq!(format_secs(SimTime(1005)), "1.005");
+        assert_eq!(format_secs(SimTime(u64::MAX)), "18446744073709551.615");
+    }
+
+    #[test]
+    fn unrepresentable_traces_are_refused() {
+        let mut job = crate::job::tests::job("j", 0, TaskRequest::whole(1, 0, 0));
+        job.gpu_types = vec!["A|B".into()];
+        let t = Trace::new("t", vec![job], vec![SimTime(1)], vec!["d".into()]).unwrap();
+        let e = write_normalized(&t, Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("contains '|'"), "{e}");
+    }
+
+    prop_compose! {
+        fn arb_task()(gpus in 0u32..=64, milli in 1u32..=1000, cpu in any::<u64>(), mem in any::<u64>()) -> TaskRequest {
+            let gpu_milli = match gpus { 0 => 0, 1 => milli, _ => GPU_MILLI };
+            TaskRequest { gpus, gpu_milli, cpu_milli: cpu, mem_mib: mem }
+        }
+    }
+
+    prop_compose! {
+        fn arb_job(tenants: usize)(
+            name in any::<String>(),
+            submit in any::<u64>(),
+            tasks in 1u32..=u32::MAX,
+            task in arb_task(),
+            gpu_types in prop::collection::vec("[A-Za-z0-9][A-Za-z0-9 ,\"#-]{0,6}[A-Za-z0-9]", 0..3),
+            tenant in 0..tenants,
+            priority in any::<i32>(),
+            qos in prop::sample::select(vec![Qos::Guaranteed, Qos::LatencySensitive, Qos::Burstable, Qos::BestEffort]),
+            preemptible in any::<bool>(),
+            kind in prop::sample::select(vec![JobKind::Training, JobKind::Inference, JobKind::Batch]),
+            estimate in prop::option::of(any::<u64>()),
+        ) -> JobSpec {
+            JobSpec {
+                id: JobId(0), name, submit: SimTime(submit), tasks, task, gpu_types,
+                tenant: TenantId(tenant as u32), priority, qos, preemptible, kind,
+                estimate: estimate.map(SimTime),
+            }
+        }
+    }
+
+    fn arb_trace() -> impl Strategy<Value = Trace> {
+        prop::collection::hash_set(".+", 1..4)
+            .prop_flat_map(|tenants| {
+                let tenants: Vec<String> = tenants.into_iter().collect();
+                let n = tenants.len();
+                (
+                    Just(tenants),
+                    prop::collection::vec((arb_job(n), any::<u64>()), 0..12),
+                )
+            })
+            .prop_map(|(tenants, rows)| {
+                let (jobs, durations): (Vec<_>, Vec<_>) =
+                    rows.into_iter().map(|(j, d)| (j, SimTime(d))).unzip();
+                Trace::new("rt.csv", jobs, durations, tenants).unwrap()
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn write_then_read_is_exact(trace in arb_trace()) {
+            let mut bytes = Vec::new();
+            write_normalized(&trace, &mut bytes).unwrap();
+            let read = read(bytes.as_slice(), "rt.csv").unwrap();
+            prop_assert_eq!(&read.trace, &trace);
+            prop_assert_eq!(read.report.kept, trace.len() as u64);
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+            let mut input = b"#lachesis-trace v1\n".to_vec();
+            input.extend_from_slice(&bytes);
+            let _ = read(input.as_slice(), "r.csv");
+            let _ = read(bytes.as_slice(), "r.csv");
+        }
+
+        #[test]
+        fn random_rows_never_panic(rows in prop::collection::vec(prop::collection::vec("[-0-9a-z.|]{0,6}", 15), 0..6)) {
+            let mut text = format!("#lachesis-trace v1\n{HEADER}\n");
+            for row in rows {
+                text.push_str(&row.join(","));
+                text.push('\n');
+            }
+            let _ = read(text.as_bytes(), "r.csv");
+        }
+    }
+}

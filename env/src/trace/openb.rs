@@ -1,0 +1,252 @@
+//! Reader for the Alibaba GPU cluster trace 2023 ("openb", FGD, USENIX ATC'23) pod lists,
+//! e.g. `openb_pod_list_default.csv` of github.com/alibaba/clusterdata,
+//! `cluster-trace-gpu-v2023/csv/`. One pod becomes one single-task job.
+//!
+//! Columns used (others are ignored): `name`, `cpu_milli`, `memory_mib`, `num_gpu`,
+//! `gpu_milli`, `gpu_spec`, `qos`, `pod_phase`, `creation_time`, `deletion_time`,
+//! `scheduled_time` (times in seconds from an anonymised origin).
+//!
+//! Rules, every one an assumption about a trace that does not say:
+//! - submit = `creation_time`; true duration = `deletion_time - scheduled_time` (the time the
+//!   pod held its resources; its wait in the original cluster is not part of it).
+//! - A pod with an empty `scheduled_time` never ran: dropped, counted as `never-scheduled`.
+//!   A pod whose `deletion_time` is before its `scheduled_time` is dropped, counted as
+//!   `negative-duration`.
+//! - A pod in phase `Running` was still running when the trace was collected: kept, counted as
+//!   censored (its duration is a lower bound). `Failed` and `Succeeded` pods are kept with
+//!   their observed lifetime.
+//! - Task: `gpus` = `num_gpu` (0..=64), `gpu_milli` = the column (1..=1000; below 1000 only
+//!   with one GPU), or 0 when `num_gpu` is 0 whatever the column says (a CPU-only pod);
+//!   `cpu_milli` and `mem_mib` (= `memory_mib`) as given.
+//! - `gpu_types` = `gpu_spec` split on `|` (empty = any GPU model).
+//! - `qos`: `LS` -> latency-sensitive, `BE` -> best-effort, `Burstable`, `Guaranteed`.
+//!   preemptible = (qos is best-effort). kind = inference for `LS` pods, training otherwise.
+//! - priority 0, no runtime estimate, one tenant named `default` (the trace has no users).
+
+use super::table::{self, Table, Unknown};
+use super::{ReadReport, TraceFormat, TraceRead, TraceReadError};
+use crate::cluster::MAX_GPUS_PER_NODE;
+use crate::job::{JobKind, JobSpec, Qos, TaskRequest};
+use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
+use std::io::Read;
+
+/// Drop reason: the pod has no `scheduled_time`.
+pub const NEVER_SCHEDULED: &str = "never-scheduled";
+/// Drop reason: the pod's `deletion_time` is before its `scheduled_time`.
+pub const NEGATIVE_DURATION: &str = "negative-duration";
+/// The one tenant of an openb trace.
+pub const TENANT: &str = "default";
+
+const COLUMNS: &[&str] = &[
+    "name",
+    "cpu_milli",
+    "memory_mib",
+    "num_gpu",
+    "gpu_milli",
+    "gpu_spec",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+];
+
+/// What became of one pod row.
+enum Pod {
+    Kept {
+        job: JobSpec,
+        duration: SimTime,
+        censored: bool,
+    },
+    Dropped(&'static str),
+}
+
+/// Reads an openb pod list; `source` names it in errors and becomes the trace's name.
+pub fn read(input: impl Read, source: &str) -> Result<TraceRead, TraceReadError> {
+    let mut rows = Table::new(source, table::csv_reader(input), COLUMNS, Unknown::Ignore)?;
+    let mut report = ReadReport::new(TraceFormat::Openb);
+    let (mut jobs, mut durations) = (Vec::new(), Vec::new());
+    while let Some(row) = rows.next_row()? {
+        report.rows += 1;
+        match parse_pod(&row)? {
+            Pod::Kept {
+                job,
+                duration,
+                censored,
+            } => {
+                jobs.push(job);
+                durations.push(duration);
+                report.kept += 1;
+                report.censored += u64::from(censored);
+            }
+            Pod::Dropped(reason) => report.drop_row(reason, row.line, row.str("name")),
+        }
+    }
+    super::finish(source, jobs, durations, vec![TENANT.into()], report)
+}
+
+fn parse_pod(row: &table::Row<'_>) -> Result<Pod, TraceReadError> {
+    let gpus = row.int_in("num_gpu", 0..=MAX_GPUS_PER_NODE)?;
+    let task = TaskRequest {
+        gpus,
+        gpu_milli: match gpus {
+            0 => 0,
+            _ => row.int_in("gpu_milli", 1..=GPU_MILLI)?,
+        },
+        cpu_milli: row.parse("cpu_milli", "a non-negative integer (milli-cores)")?,
+        mem_mib: row.parse("memory_mib", "a non-negative integer (MiB)")?,
+    };
+    task.validate()
+        .map_err(|problem| row.error("gpu_milli", problem))?;
+    let qos = match row.str("qos").trim() {
+        "LS" => Qos::LatencySensitive,
+        "BE" => Qos::BestEffort,
+        "Burstable" => Qos::Burstable,
+        "Guaranteed" => Qos::Guaranteed,
+        _ => return Err(row.expected("qos", "LS, BE, Burstable or Guaranteed")),
+    };
+    let censored = match row.str("pod_phase").trim() {
+        "Running" => true,
+        "Failed" | "Pending" | "Succeeded" => false,
+        _ => {
+            return Err(row.expected("pod_phase", "Running, Failed, Pending or Succeeded"));
+        }
+    };
+    let submit = row.secs("creation_time")?;
+    let deleted = row.secs("deletion_time")?;
+    let Some(scheduled) = row.opt_secs("scheduled_time")? else {
+        return Ok(Pod::Dropped(NEVER_SCHEDULED));
+    };
+    if deleted < scheduled {
+        return Ok(Pod::Dropped(NEGATIVE_DURATION));
+    }
+    let job = JobSpec {
+        id: JobId(0),
+        name: row.str("name").to_string(),
+        submit,
+        tasks: 1,
+        task,
+        gpu_types: row.names("gpu_spec")?,
+        tenant: TenantId(0),
+        priority: 0,
+        qos,
+        preemptible: qos == Qos::BestEffort,
+        kind: match qos {
+            Qos::LatencySensitive => JobKind::Inference,
+            _ => JobKind::Training,
+        },
+        estimate: None,
+    };
+    Ok(Pod::Kept {
+        job,
+        duration: deleted.saturating_sub(scheduled),
+        censored,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HEADER: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,\
+                          creation_time,deletion_time,scheduled_time";
+
+    fn read_rows(rows: &str) -> Result<TraceRead, TraceReadError> {
+        read(format!("{HEADER}\n{rows}").as_bytes(), "pods.csv")
+    }
+
+    #[test]
+    fn pods_become_jobs_by_the_documented_rules() {
+        let read = read_rows(
+            "p0,12000,16384,1,460,,LS,Running,100,900,150\n\
+             p1,6000,12288,8,1000,V100M16|V100M32,BE,Failed,200,260,210\n\
+             p2,4000,8192,0,0,,Burstable,Succeeded,300,400,300\n\
+             p3,4000,8192,1,1000,,BE,Pending,310,400,\n\
+             p4,4000,8192,1,1000,,Guaranteed,Failed,320,300,330\n",
+        )
+        .unwrap();
+        let (t, r) = (&read.trace, &read.report);
+        assert_eq!((r.rows, r.kept, r.censored), (5, 3, 1));
+        assert_eq!(r.dropped.get(NEVER_SCHEDULED), Some(&1));
+        assert_eq!(r.dropped.get(NEGATIVE_DURATION), Some(&1));
+        assert_eq!(r.first_dropped[0].line, 5);
+        assert_eq!(r.first_dropped[0].job, "p3");
+        let p0 = &t.jobs()[0];
+        // duration = deletion 900 - scheduled 150 = 750 s
+        assert_eq!(t.true_duration(p0.id), SimTime::from_secs(750));
+        assert!(p0.task.is_fractional() && !p0.preemptible);
+        assert_eq!(p0.kind, JobKind::Inference);
+        let p1 = &t.jobs()[1];
+        assert_eq!(p1.gpu_types, ["V100M16", "V100M32"]);
+        assert!(p1.preemptible && p1.kind == JobKind::Training && p1.gpus_total() == 8);
+        let p2 = &t.jobs()[2];
+        assert_eq!(
+            (p2.task.gpus, p2.task.gpu_milli, p2.qos),
+            (0, 0, Qos::Burstable)
+        );
+        assert_eq!(t.tenants(), ["default"]);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let e = read_rows("p0,1,1,abc,1000,,LS,Running,0,1,0\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "pods.csv line 2, field num_gpu: expected an integer 0..=64, got \"abc\""
+        );
+        let e = read_rows("p0,1,1,1,1000,,LS,Running,0,1,0\np1,1,1,1,1000,,XX,Running,0,1,0\n");
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .starts_with("pods.csv line 3, field qos:")
+        );
+        let e = read_rows("p0,1,1,2,500,,LS,Running,0,1,0\n").unwrap_err();
+        assert!(e.to_string().contains("line 2, field gpu_milli"), "{e}");
+        let e = read_rows("p0,1,1,1,1000,,LS,Done,0,1,0\n").unwrap_err();
+        assert!(e.to_string().contains("field pod_phase"), "{e}");
+        let e = read_rows("p0,1,1,1,1000,,LS,Running,-3,1,0\n").unwrap_err();
+        assert!(e.to_string().contains("field creation_time"), "{e}");
+        let e = read("name,qos\n".as_bytes(), "pods.csv").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("pods.csv line 1: missing column cpu_milli"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn excerpt_reads_with_expected_counts() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../traces/openb/openb_pod_excerpt.csv");
+        let file = std::fs::File::open(path).unwrap();
+        let read = read(file, "excerpt").unwrap();
+        let r = &read.report;
+        // 400 pods: 19 Pending (dropped), 321 Running (censored), 49 Failed, 11 Succeeded.
+        assert_eq!((r.rows, r.kept, r.censored), (400, 381, 321));
+        assert_eq!(r.dropped.get(NEVER_SCHEDULED), Some(&19));
+        assert_eq!(
+            r.first_dropped.len(),
+            crate::trace::DROPPED_EXAMPLES_PER_REASON
+        );
+        assert_eq!(r.first_dropped[0].job, "openb-pod-4411");
+        let multi = read.trace.jobs().iter().filter(|j| j.task.gpus > 1).count();
+        assert_eq!(multi, 6);
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+            let _ = read(bytes.as_slice(), "r.csv");
+            let mut input = format!("{HEADER}\n").into_bytes();
+            input.extend_from_slice(&bytes);
+            let _ = read(input.as_slice(), "r.csv");
+        }
+
+        #[test]
+        fn random_rows_never_panic(rows in prop::collection::vec(prop::collection::vec("[-0-9A-Za-z.|]{0,5}", 11), 0..6)) {
+            let text: String = rows.iter().map(|r| r.join(",") + "\n").collect();
+            let _ = read_rows(&text);
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! CSV access shared by the trace readers: the header's column positions, row width checks, and
+//! field parsers whose errors name the file, the line and the column.
+//!
+//! Owns no trace format: each reader says which columns it needs and what their values mean.
+
+use super::TraceReadError;
+use crate::units::SimTime;
+use csv::StringRecord;
+use std::io::Read;
+use std::ops::RangeInclusive;
+use std::str::FromStr;
+
+/// Longest value quoted back in an error message, in characters.
+const MAX_QUOTED: usize = 40;
+
+/// A CSV reader that leaves headers and row widths to [`Table`], so that every line, including
+/// a version line before the header, keeps its true line number.
+pub(crate) fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(input)
+}
+
+/// Reads the next record; `false` at the end of the input.
+pub(crate) fn next_record<R: Read>(
+    file: &str,
+    reader: &mut csv::Reader<R>,
+    record: &mut StringRecord,
+) -> Result<bool, TraceReadError> {
+    reader
+        .read_record(record)
+        .map_err(|err| csv_error(file, None, err))
+}
+
+/// The line a record starts on (1-based).
+pub(crate) fn line_of(record: &StringRecord) -> u64 {
+    record.position().map_or(0, |p| p.line())
+}
+
+/// The error for a file that ends where its header should be.
+pub(crate) fn missing_header<R: Read>(
+    file: &str,
+    reader: &csv::Reader<R>,
+    columns: &[&str],
+) -> TraceReadError {
+    TraceReadError::Line {
+        file: file.into(),
+        line: reader.position().line(),
+        problem: format!(
+            "expected a header with columns {}, found the end of the file",
+            columns.join(",")
+        ),
+    }
+}
+
+/// What to do with header columns a reader does not use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unknown {
+    /// Foreign formats: extra columns are ignored.
+    Ignore,
+    /// Lachesis' own format: an unknown or repeated column is an error.
+    Reject,
+}
+
+/// The rows of one CSV file after its header, with the positions of the columns a reader needs.
+pub(crate) struct Table<'f, R> {
+    file: &'f str,
+    reader: csv::Reader<R>,
+    header: StringRecord,
+    columns: &'static [&'static str],
+    index: Vec<usize>,
+    record: StringRecord,
+}
+
+impl<'f, R: Read> Table<'f, R> {
+    /// Reads the header as the next record and checks it holds every column in `columns`.
+    pub fn new(
+        file: &'f str,
+        mut reader: csv::Reader<R>,
+        columns: &'static [&'static str],
+        unknown: Unknown,
+    ) -> Result<Self, TraceReadError> {
+        let mut header = StringRecord::new();
+        if !next_record(file, &mut reader, &mut header)? {
+            return Err(missing_header(file, &reader, columns));
+        }
+        Self::with_header(file, reader, header, columns, unknown)
+    }
+
+    /// Like [`Table::new`] with a header record the caller has already read.
+    pub fn with_header(
+        file: &'f str,
+        reader: csv::Reader<R>,
+        header: StringRecord,
+        columns: &'static [&'static str],
+        unknown: Unknown,
+    ) -> Result<Self, TraceReadError> {
+        let line = line_of(&header);
+        let header_error = |problem: String| TraceReadError::Line {
+            file: file.into(),
+            line,
+            problem,
+        };
+        let index =
+            columns
+                .iter()
+                .map(|column| {
+                    header.iter().position(|h| h.trim() == *column).ok_or_else(|| {
+                    header_error(format!(
+                        "missing column {column}: expected a header with columns {}, got {}",
+                        columns.join(","),
+                        quote(&header.iter().collect::<Vec<_>>().join(","))
+                    ))
+                })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+        if unknown == Unknown::Reject {
+            if let Some(extra) = header.iter().find(|h| !columns.contains(&h.trim())) {
+                return Err(header_error(format!(
+                    "unknown column {}: expected only {}",
+                    quote(extra),
+                    columns.join(",")
+                )));
+            }
+            if header.len() != columns.len() {
+                return Err(header_error("a column appears twice in the header".into()));
+            }
+        }
+        Ok(Table {
+            file,
+            reader,
+            header,
+            columns,
+            index,
+            record: StringRecord::new(),
+        })
+    }
+
+    /// The next data row, checked to have as many fields as the header.
+    pub fn next_row(&mut self) -> Result<Option<Row<'_>>, TraceReadError> {
+        let more = self
+            .reader
+            .read_record(&mut self.record)
+            .map_err(|err| csv_error(self.file, Some(&self.header), err))?;
+        if !more {
+            return Ok(None);
+        }
+        let line = line_of(&self.record);
+        if self.record.len() != self.header.len() {
+            return Err(TraceReadError::Line {
+                file: self.file.into(),
+                line,
+                problem: format!(
+                    "expected {} fields like the header, got {}",
+                    self.header.len(),
+                    self.record.len()
+                ),
+            });
+        }
+        Ok(Some(Row {
+            file: self.file,
+            line,
+            record: &self.record,
+            columns: self.columns,
+            index: &self.index,
+        }))
+    }
+}
+
+/// One data row; every accessor's error names the file, the line and the column.
+pub(crate) struct Row<'a> {
+    file: &'a str,
+    pub line: u64,
+    record: &'a StringRecord,
+    columns: &'static [&'static str],
+    index: &'a [usize],
+}
+
+impl<'a> Row<'a> {
+    /// The raw text of `column`, which the reader listed when it opened the table.
+    pub fn str(&self, column: &'static str) -> &'a str {
+        let i = self
+            .columns
+            .iter()
+            .position(|c| *c == column)
+            .expect("readers only ask for columns they listed");
+        self.record
+            .get(self.index[i])
+            .expect("the row has as many fields as the header")
+    }
+
+    /// An error about `column` in this row.
+    pub fn error(&self, column: &str, problem: impl Into<String>) -> TraceReadError {
+        TraceReadError::Field {
+            file: self.file.into(),
+            line: self.line,
+            field: column.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// "expected `expected`, got "<the value>"" about `column`.
+    pub fn expected(&self, column: &'static str, expected: &str) -> TraceReadError {
+        self.error(
+            column,
+            format!("expected {expected}, got {}", quote(self.str(column))),
+        )
+    }
+
+    /// The value parsed as `T` (surrounding spaces ignored).
+    pub fn parse<T: FromStr>(
+        &self,
+        column: &'static str,
+        expected: &str,
+    ) -> Result<T, TraceReadError> {
+        self.str(column)
+            .trim()
+            .parse()
+            .map_err(|_| self.expected(column, expected))
+    }
+
+    /// An integer within `range`.
+    pub fn int_in<T>(
+        &self,
+        column: &'static str,
+        range: RangeInclusive<T>,
+    ) -> Result<T, TraceReadError>
+    where
+        T: FromStr + PartialOrd + std::fmt::Display,
+    {
+        let expected = format!("an integer {}..={}", range.start(), range.end());
+        let value: T = self.parse(column, &expected)?;
+        if range.contains(&value) {
+            Ok(value)
+        } else {
+            Err(self.expected(column, &expected))
+        }
+    }
+
+    /// Seconds, non-negative, with at most 3 decimals (exact milliseconds).
+    pub fn secs(&self, column: &'static str) -> Result<SimTime, TraceReadError> {
+        parse_secs(self.str(column)).ok_or_else(|| self.expected(column, SECS_EXPECTED))
+    }
+
+    /// Like [`Row::secs`], but an empty field is `None`.
+    pub fn opt_secs(&self, column: &'static str) -> Result<Option<SimTime>, TraceReadError> {
+        if self.str(column).trim().is_empty() {
+            Ok(None)
+        } else {
+            self.secs(column).map(Some)
+        }
+    }
+
+    /// A `|`-separated list of names, each trimmed and non-empty; an empty field is `[]`.
+    pub fn names(&self, column: &'static str) -> Result<Vec<String>, TraceReadError> {
+        let text = self.str(column).trim();
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        text.split('|')
+            .map(|name| match name.trim() {
+                "" => Err(self.expected(column, "names separated by '|' (none empty)")),
+                name => Ok(name.to_string()),
+            })
+            .collect()
+    }
+}
+
+const SECS_EXPECTED: &str = "seconds >= 0 with at most 3 decimals";
+
+/// Parses `123`, `123.4`, `123.456` seconds into exact milliseconds, without going through
+/// floating point. Negative numbers, exponents and more than 3 decimals are refused.
+pub(crate) fn parse_secs(text: &str) -> Option<SimTime> {
+    let (whole, frac) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 3 {
+        return None;
+    }
+    if text.trim().ends_with('.') {
+        return None;
+    }
+    let whole: u64 = whole.parse().ok()?;
+    let frac_ms: u64 = format!("{frac:0<3}").parse().ok()?;
+    Some(SimTime(whole.checked_mul(1000)?.checked_add(frac_ms)?))
+}
+
+/// `value` quoted for an error message, cut to `MAX_QUOTED` characters.
+pub(crate) fn quote(value: &str) -> String {
+    if value.chars().count() <= MAX_QUOTED {
+        format!("{value:?}")
+    } else {
+        let cut: String = value.chars().take(MAX_QUOTED).collect();
+        format!("{cut:?}...")
+    }
+}
+
+/// Turns a CSV reading error into one that names the file, the line and, when the header is
+/// known, the column.
+fn csv_error(file: &str, header: Option<&StringRecord>, err: csv::Error) -> TraceReadError {
+    let line = err.position().map_or(0, |p| p.line());
+    match err.into_kind() {
+        csv::ErrorKind::Io(source) => TraceReadError::Io {
+            file: file.into(),
+            source,
+        },
+        csv::ErrorKind::Utf8 { err, .. } => {
+            match header.and_then(|h| h.get(err.field())).map(str::trim) {
+                Some(field) => TraceReadError::Field {
+                    file: file.into(),
+                    line,
+                    field: field.into(),
+                    problem: "expected UTF-8 text".into(),
+                },
+                None => TraceReadError::Line {
+                    file: file.into(),
+                    line,
+                    problem: format!("field {} is not UTF-8 text", err.field() + 1),
+                },
+            }
+        }
+        // Reading string records from a flexible reader raises no other kind.
+        other => TraceReadError::Line {
+            file: file.into(),
+            line,
+            problem: format!("unreadable CSV: {other:?}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_parse_exactly() {
+        assert_eq!(parse_secs("12"), Some(SimTime(12_000)));
+        assert_eq!(parse_secs(" 0.5 "), Some(SimTime(500)));
+        assert_eq!(parse_secs("1.001"), Some(SimTime(1_001)));
+        assert_eq!(parse_secs("18446744073709551.615"), Some(SimTime(u64::MAX)));
+        for bad in [
+            "",
+            ".5",
+            "1.",
+            "-1",
+            "1e3",
+            "1.0001",
+            "+1",
+            "18446744073709552",
+            "1 2",
+        ] {
+            assert_eq!(parse_secs(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn long_values_are_cut_in_messages() {
+        assert_eq!(quote("abc"), "\"abc\"");
+        assert!(quote(&"x".repeat(100)).ends_with("\"..."));
+    }
+}
