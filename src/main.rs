@@ -1,1 +1,63 @@
-fn main() {}
+//! `lachesis`: the command line. One binary, subcommands; each lives in its own module.
+
+mod bench;
+mod progress;
+mod simulate;
+mod trace_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Lachesis: a learned scheduler for GPU clusters. Replays real traces in a fast simulator
+/// and compares scheduling policies on them.
+#[derive(Debug, Parser)]
+#[command(name = "lachesis", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Replay a trace on a cluster under a policy; print the summary, write the outputs.
+    Simulate(simulate::Args),
+    /// Work with traces.
+    Trace {
+        #[command(subcommand)]
+        command: trace_cmd::Command,
+    },
+    /// List the registered policies and their parts.
+    Policies,
+    /// Benchmarks that print ratios and rates (not timed tests).
+    Bench {
+        #[command(subcommand)]
+        command: bench::Command,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Simulate(args) => simulate::run(&args),
+        Command::Trace { command } => trace_cmd::run(&command),
+        Command::Policies => {
+            list_policies();
+            Ok(())
+        }
+        Command::Bench { command } => bench::run(&command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn list_policies() {
+    println!("Policies are named ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit.\n");
+    for info in lachesis_env::policy::policy_catalog() {
+        println!("  {:<10} {:<12} {}", info.part, info.name, info.summary);
+    }
+}

@@ -70,6 +70,8 @@ pub struct ClusterState {
     running: BTreeMap<JobId, Allocation>,
     /// Allocated milli-GPU per GPU model.
     allocated_by_model: Vec<u64>,
+    /// Power of every GPU idling, watts (fixed by the spec).
+    idle_watts: f64,
 }
 
 impl ClusterState {
@@ -93,7 +95,17 @@ impl ClusterState {
             cpu_free,
             mem_free,
             running: BTreeMap::new(),
+            idle_watts: 0.0,
         };
+        state.idle_watts = state
+            .spec
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                n.gpu_model
+                    .map(|m| n.gpus as f64 * state.spec.model(m).idle_watts)
+            })
+            .sum();
         let keys = state
             .spec
             .node_ids()
@@ -145,21 +157,14 @@ impl ClusterState {
     /// GPU power draw now, watts: every GPU idles at its idle draw, and allocated shares add
     /// `(busy - idle)` pro rata.
     pub fn gpu_power_watts(&self) -> f64 {
-        let mut gpus_by_model = vec![0u64; self.spec.models.len()];
-        for n in &self.spec.nodes {
-            if let Some(m) = n.gpu_model {
-                gpus_by_model[m.index()] += n.gpus as u64;
-            }
-        }
-        self.spec
+        let busy: f64 = self
+            .spec
             .models
             .iter()
-            .zip(gpus_by_model.iter().zip(&self.allocated_by_model))
-            .map(|(m, (gpus, alloc))| {
-                *gpus as f64 * m.idle_watts
-                    + *alloc as f64 / GPU_MILLI as f64 * (m.busy_watts - m.idle_watts)
-            })
-            .sum()
+            .zip(&self.allocated_by_model)
+            .map(|(m, alloc)| *alloc as f64 / GPU_MILLI as f64 * (m.busy_watts - m.idle_watts))
+            .sum();
+        self.idle_watts + busy
     }
 
     /// Places every task of `job` as given, or nothing. Checks each task against what is free

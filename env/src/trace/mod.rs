@@ -12,6 +12,7 @@ pub mod itp;
 pub mod normalized;
 pub mod openb;
 pub mod stats;
+pub mod synthetic;
 mod table;
 
 pub use itp::ItpOptions;

@@ -1,0 +1,188 @@
+//! `lachesis bench sim`: simulator speed on the shared traces and at scale. Prints rates and
+//! ratios measured side by side in one run; repeat runs and quote medians.
+
+use anyhow::{Context, Result};
+use lachesis_env::cluster::{ClusterSpec, load_cluster};
+use lachesis_env::job::Trace;
+use lachesis_env::policy::build_policy;
+use lachesis_env::sim::{SimConfig, SimResult, Simulator};
+use lachesis_env::trace::read_trace;
+use lachesis_env::trace::synthetic::synthetic_trace;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Replay the ITP clusters and the openb pods, then scale jobs (1k..1M) and nodes
+    /// (100..10k) on synthetic workloads.
+    Sim {
+        /// Folder of the shared traces (default: $LACHESIS_SHARED_TRACES or ../shared/traces).
+        #[arg(long)]
+        traces: Option<PathBuf>,
+        /// Largest synthetic job count in the job-scaling series.
+        #[arg(long, default_value_t = 1_000_000)]
+        max_jobs: usize,
+        /// Nodes (8 GPUs each) of the job-scaling cluster; also the largest node count.
+        #[arg(long, default_value_t = 10_000)]
+        nodes: usize,
+        /// Jobs in the node-scaling series.
+        #[arg(long, default_value_t = 100_000)]
+        node_series_jobs: usize,
+        /// Policy to replay with.
+        #[arg(long, default_value = "fifo/best-fit")]
+        policy: String,
+        /// Offered load of the synthetic workloads.
+        #[arg(long, default_value_t = 0.9)]
+        load: f64,
+    },
+}
+
+/// Nodes of 8 GPUs for the ITP traces, which name no cluster: the smallest count that holds
+/// the largest job and keeps the offered load at or below 0.8 (documented sizing rule).
+const ITP_TARGET_LOAD: f64 = 0.8;
+
+pub fn run(cmd: &Command) -> Result<()> {
+    let Command::Sim {
+        traces,
+        max_jobs,
+        nodes,
+        node_series_jobs,
+        policy,
+        load,
+    } = cmd;
+    let dir = traces.clone().unwrap_or_else(|| {
+        std::env::var_os("LACHESIS_SHARED_TRACES")
+            .map_or_else(|| PathBuf::from("../shared/traces"), PathBuf::from)
+    });
+    let cfg = SimConfig {
+        skip_unplaceable: true,
+        ..SimConfig::default()
+    };
+    println!(
+        "policy {policy}; one core; wall times cover setup and simulation, not reading the trace\n"
+    );
+
+    let itp = dir.join("msft-itp-2021");
+    if itp.is_dir() {
+        println!("ITP clusters (sized: 8-GPU V100 nodes, offered load <= {ITP_TARGET_LOAD}):");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&itp)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+            .collect();
+        files.sort();
+        let (mut jobs, mut events, mut wall) = (0u64, 0u64, 0.0);
+        for f in &files {
+            let trace = read_trace(f, None)?.trace;
+            let cluster = itp_cluster(&trace)?;
+            let r = replay(&trace, cluster, policy, &cfg)?;
+            println!(
+                "  {:<14} {:>6} jobs on {:>4} nodes: {:>8.4} s, {:>10.0} events/s",
+                f.file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default(),
+                trace.len(),
+                r.1,
+                r.0.summary.wall_s,
+                r.0.summary.events as f64 / r.0.summary.wall_s
+            );
+            jobs += trace.len() as u64;
+            events += r.0.summary.events;
+            wall += r.0.summary.wall_s;
+        }
+        println!(
+            "  all {} clusters: {jobs} jobs in {wall:.3} s ({:.0} jobs/s, {:.0} events/s)\n",
+            files.len(),
+            jobs as f64 / wall,
+            events as f64 / wall
+        );
+    } else {
+        println!("ITP: skipped, {} not found\n", itp.display());
+    }
+
+    let openb = dir.join("alibaba-openb-2023/openb_pod_list_default.csv");
+    if openb.is_file() {
+        let trace = read_trace(&openb, None)?.trace;
+        let (r, _) = replay(&trace, load_cluster("openb")?, policy, &cfg)?;
+        println!(
+            "openb: {} pods on the 1523-node openb cluster: {:.3} s ({:.0} jobs/s, {:.0} events/s)\n",
+            trace.len(),
+            r.summary.wall_s,
+            trace.len() as f64 / r.summary.wall_s,
+            r.summary.events as f64 / r.summary.wall_s
+        );
+    } else {
+        println!("openb: skipped, {} not found\n", openb.display());
+    }
+
+    println!("Job scaling: {nodes} nodes x 8 GPUs, synthetic load {load}:");
+    println!(
+        "  {:>9} {:>10} {:>9} {:>12} {:>10}",
+        "jobs", "events", "wall s", "ns/event", "vs first"
+    );
+    let mut base = None;
+    let mut n = 1000;
+    while n <= *max_jobs {
+        let cluster = load_cluster(&format!("{nodes}x8:V100"))?;
+        let trace = synthetic_trace(n, &cluster, *load, 1);
+        let (r, _) = replay(&trace, cluster, policy, &cfg)?;
+        print_scale_row(n, &r, &mut base);
+        n *= 10;
+    }
+    println!("\nNode scaling: {node_series_jobs} synthetic jobs at load {load}:");
+    println!(
+        "  {:>9} {:>10} {:>9} {:>12} {:>10}",
+        "nodes", "events", "wall s", "ns/event", "vs first"
+    );
+    let mut base = None;
+    let mut k = 100;
+    while k <= *nodes {
+        let cluster = load_cluster(&format!("{k}x8:V100"))?;
+        let trace = synthetic_trace(*node_series_jobs, &cluster, *load, 1);
+        let (r, _) = replay(&trace, cluster, policy, &cfg)?;
+        print_scale_row(k, &r, &mut base);
+        k *= 10;
+    }
+    Ok(())
+}
+
+fn print_scale_row(size: usize, r: &SimResult, base: &mut Option<f64>) {
+    let ns = r.summary.wall_s * 1e9 / r.summary.events as f64;
+    let first = *base.get_or_insert(ns);
+    println!(
+        "  {:>9} {:>10} {:>9.3} {:>12.0} {:>9.2}x",
+        size,
+        r.summary.events,
+        r.summary.wall_s,
+        ns,
+        ns / first
+    );
+}
+
+fn itp_cluster(trace: &Trace) -> Result<ClusterSpec> {
+    let one = load_cluster("1x8:V100")?;
+    let by_load = (trace.offered_load(&one) / ITP_TARGET_LOAD).ceil() as u64;
+    let largest = trace
+        .jobs()
+        .iter()
+        .map(|j| j.gpus_total())
+        .max()
+        .unwrap_or(8);
+    let nodes = by_load.max(largest.div_ceil(8)).max(1);
+    load_cluster(&format!("{nodes}x8:V100")).context("sizing the ITP cluster")
+}
+
+fn replay(
+    trace: &Trace,
+    cluster: ClusterSpec,
+    policy: &str,
+    cfg: &SimConfig,
+) -> Result<(SimResult, usize)> {
+    let nodes = cluster.nodes.len();
+    let mut p = build_policy(policy, cfg.seed)?;
+    let started = Instant::now();
+    let sim = Simulator::new(trace, Arc::new(cluster), cfg)?;
+    let mut r = sim.run(p.as_mut(), &mut |_| {});
+    r.summary.wall_s = started.elapsed().as_secs_f64();
+    Ok((r, nodes))
+}

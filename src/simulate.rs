@@ -1,0 +1,221 @@
+//! `lachesis simulate`: one trace, one cluster, one policy.
+
+use crate::progress::RunProgress;
+use anyhow::{Context, Result, bail};
+use lachesis_env::cluster::load_cluster;
+use lachesis_env::job::Trace;
+use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
+use lachesis_env::policy::build_policy;
+use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_load};
+use lachesis_env::trace::{TraceFormat, read_trace};
+use lachesis_env::units::parse_duration;
+use std::fs;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Trace file (normalized, openb pod list or ITP cluster CSV; detected from the header).
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Force the trace format: normalized, openb, itp.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Cluster: a preset (openb, pai-2020, spot-2026), a shape like 64x8:A100, or a TOML file.
+    #[arg(long)]
+    pub cluster: String,
+    /// Policy name, e.g. fifo/best-fit (see `lachesis policies`).
+    #[arg(long, default_value = "fifo/best-fit")]
+    pub policy: String,
+    /// Seed for every random choice; same seed, same run.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Compress (or stretch) arrivals to this offered load on the cluster.
+    #[arg(long)]
+    pub load: Option<f64>,
+    /// Replay only jobs submitted in FROM..TO (durations since the trace origin, e.g. 115d..120d).
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Warm-up from the first submit, run but left out of the metrics (e.g. 6h).
+    #[arg(long)]
+    pub warmup: Option<String>,
+    /// Ask the policy again on this period as well as after events (e.g. 5m).
+    #[arg(long)]
+    pub tick: Option<String>,
+    /// Simulation config file (TOML, fields of SimConfig); flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Skip (and count) jobs that can never fit the cluster instead of failing.
+    #[arg(long)]
+    pub skip_unplaceable: bool,
+    /// Write summary.json, jobs.csv and timeline.csv here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the summary as JSON on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Reads a trace, forcing `format` if given; errors name the file.
+pub fn load_trace(path: &Path, format: Option<&str>) -> Result<Trace> {
+    let format = match format {
+        None => None,
+        Some(f) => Some(TraceFormat::parse(f).with_context(|| {
+            let known: Vec<&str> = TraceFormat::ALL.iter().map(|f| f.as_str()).collect();
+            format!("unknown trace format `{f}` (known: {})", known.join(", "))
+        })?),
+    };
+    Ok(read_trace(path, format)?.trace)
+}
+
+fn sim_config(args: &Args) -> Result<SimConfig> {
+    let mut cfg = match &args.config {
+        Some(path) => {
+            let text =
+                fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str(&text)
+                .with_context(|| format!("{}: invalid simulation config", path.display()))?
+        }
+        None => SimConfig::default(),
+    };
+    if let Some(seed) = args.seed {
+        cfg.seed = seed;
+    }
+    let secs = |flag: &str, text: &str| -> Result<f64> {
+        Ok(parse_duration(text)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("--{flag}"))?
+            .secs_f64())
+    };
+    if let Some(w) = &args.warmup {
+        cfg.warmup_s = secs("warmup", w)?;
+    }
+    if let Some(t) = &args.tick {
+        cfg.tick_s = secs("tick", t)?;
+    }
+    cfg.skip_unplaceable |= args.skip_unplaceable;
+    Ok(cfg)
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let cfg = sim_config(args)?;
+    let spec = Arc::new(load_cluster(&args.cluster)?);
+    let mut trace = load_trace(&args.trace, args.format.as_deref())?;
+    trace.name = args.trace.display().to_string();
+    if let Some(w) = &args.window {
+        let (from, to) = parse_window(w).context("--window")?;
+        trace = trace.window(from, to);
+        if trace.is_empty() {
+            bail!(
+                "--window {w}: no job of {} is submitted in that window",
+                args.trace.display()
+            );
+        }
+    }
+    if let Some(load) = args.load {
+        trace = scale_to_load(&trace, &spec, load).context("--load")?;
+    }
+    let mut policy = build_policy(&args.policy, cfg.seed)?;
+    let sim = Simulator::new(&trace, Arc::clone(&spec), &cfg)?;
+    let mut bar = RunProgress::new(args.quiet || args.json);
+    let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));
+    bar.finish();
+    if let Some(dir) = &args.out {
+        write_outputs(dir, &result)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result.summary)?);
+    } else {
+        print!("{}", summary_table(&result.summary));
+        if let Some(dir) = &args.out {
+            println!("outputs: {}", dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// Writes `summary.json`, `jobs.csv`, `timeline.csv` into `dir` (created if missing).
+pub fn write_outputs(dir: &Path, r: &SimResult) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let create = |name: &str| -> Result<BufWriter<fs::File>> {
+        let path = dir.join(name);
+        Ok(BufWriter::new(
+            fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        ))
+    };
+    serde_json::to_writer_pretty(create("summary.json")?, &r.summary)?;
+    write_jobs_csv(create("jobs.csv")?, &r.jobs).context("writing jobs.csv")?;
+    write_timeline_csv(create("timeline.csv")?, &r.timeline).context("writing timeline.csv")?;
+    Ok(())
+}
+
+/// The human summary: one metric a line.
+pub fn summary_table(s: &Summary) -> String {
+    let h = |secs: f64| {
+        if secs >= 3600.0 {
+            format!("{secs:.0} s ({:.2} h)", secs / 3600.0)
+        } else {
+            format!("{secs:.1} s")
+        }
+    };
+    let rows: Vec<(&str, String)> = vec![
+        ("policy", s.policy.clone()),
+        ("trace", s.trace.clone()),
+        ("cluster", s.cluster.clone()),
+        ("seed", s.seed.to_string()),
+        (
+            "jobs",
+            format!(
+                "{} measured, {} finished ({} warm-up, {} unplaceable skipped)",
+                s.jobs, s.finished, s.warmup_jobs, s.skipped_unplaceable
+            ),
+        ),
+        (
+            "JCT avg / p50",
+            format!("{} / {}", h(s.avg_jct_s), h(s.p50_jct_s)),
+        ),
+        (
+            "JCT p95 / p99",
+            format!("{} / {}", h(s.p95_jct_s), h(s.p99_jct_s)),
+        ),
+        (
+            "wait avg / p95",
+            format!("{} / {}", h(s.avg_wait_s), h(s.p95_wait_s)),
+        ),
+        (
+            "bounded slowdown",
+            format!("avg {:.2}, p95 {:.2}", s.avg_bsld, s.p95_bsld),
+        ),
+        ("makespan", h(s.makespan_s)),
+        (
+            "GPU allocation",
+            format!("{:.1} %", 100.0 * s.gpu_alloc_rate),
+        ),
+        (
+            "GPU fragmentation",
+            format!("{:.1} %", 100.0 * s.frag_gpu_rate),
+        ),
+        ("avg queue length", format!("{:.1}", s.avg_queue_len)),
+        ("energy (GPUs)", format!("{:.1} kWh", s.energy_kwh)),
+        (
+            "preemptions",
+            format!(
+                "{} ({:.2} GPU-h lost)",
+                s.preemptions, s.preemption_waste_gpu_h
+            ),
+        ),
+        (
+            "decisions",
+            format!(
+                "{} ({} rejected, {} policy errors)",
+                s.decisions, s.rejected_decisions, s.policy_errors
+            ),
+        ),
+        ("events", format!("{} in {:.3} s wall", s.events, s.wall_s)),
+    ];
+    rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect()
+}
