@@ -215,7 +215,7 @@ pub fn summary_table(s: &Summary) -> String {
                 s.decisions, s.rejected_decisions, s.policy_errors
             ),
         ),
-        ("events", format!("{} in {:.3} s wall", s.events, s.wall_s)),
+        ("events", format!("{} in {:.4} s wall", s.events, s.wall_s)),
     ];
     rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect()
 }
