@@ -8,6 +8,9 @@ use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Most tasks one gang may have (a 65,536-task job already spans any cluster in the traces).
+pub const MAX_TASKS: u32 = 65_536;
+
 /// Quality-of-service class, most important first (Kubernetes' classes plus Alibaba's LS/BE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -206,8 +209,11 @@ impl Trace {
                 name: job.name.clone(),
                 message,
             };
-            if job.tasks == 0 {
-                return Err(invalid("tasks must be at least 1".into()));
+            if job.tasks == 0 || job.tasks > MAX_TASKS {
+                return Err(invalid(format!(
+                    "tasks must be 1..={MAX_TASKS}, got {}",
+                    job.tasks
+                )));
             }
             job.task.validate().map_err(invalid)?;
             if job.tenant.index() >= tenants.len() {

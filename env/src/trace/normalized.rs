@@ -193,7 +193,7 @@ fn parse_job(
         id: JobId(0),
         name: row.str("job_id").to_string(),
         submit: row.secs("submit_s")?,
-        tasks: row.int_in("tasks", 1..=u32::MAX)?,
+        tasks: row.int_in("tasks", 1..=crate::job::MAX_TASKS)?,
         task,
         gpu_types: row.names("gpu_types")?,
         tenant: tenants.id(row)?,
@@ -410,7 +410,7 @@ mod tests {
         fn arb_job(tenants: usize)(
             name in any::<String>(),
             submit in any::<u64>(),
-            tasks in 1u32..=u32::MAX,
+            tasks in 1u32..=crate::job::MAX_TASKS,
             task in arb_task(),
             gpu_types in prop::collection::vec("[A-Za-z0-9][A-Za-z0-9 ,\"#-]{0,6}[A-Za-z0-9]", 0..3),
             tenant in 0..tenants,
