@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use lachesis_env::cluster::{ClusterSpec, load_cluster};
 use lachesis_env::job::Trace;
 use lachesis_env::policy::build_policy;
-use lachesis_env::sim::{SimConfig, SimResult, Simulator};
+use lachesis_env::sim::{SimConfig, SimResult, Simulator, SizingRule};
 use lachesis_env::trace::read_trace;
 use lachesis_env::trace::synthetic::synthetic_trace;
 use std::path::PathBuf;
@@ -38,10 +38,6 @@ pub enum Command {
     },
 }
 
-/// Nodes of 8 GPUs for the ITP traces, which name no cluster: the smallest count that holds
-/// the largest job and keeps the offered load at or below 0.8 (documented sizing rule).
-const ITP_TARGET_LOAD: f64 = 0.8;
-
 pub fn run(cmd: &Command) -> Result<()> {
     let Command::Sim {
         traces,
@@ -65,7 +61,7 @@ pub fn run(cmd: &Command) -> Result<()> {
 
     let itp = dir.join("msft-itp-2021");
     if itp.is_dir() {
-        println!("ITP clusters (sized: 8-GPU V100 nodes, offered load <= {ITP_TARGET_LOAD}):");
+        println!("ITP clusters (sized by `auto`: 8-GPU V100 nodes, offered load <= 0.8):");
         let mut files: Vec<PathBuf> = std::fs::read_dir(&itp)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "csv"))
@@ -160,16 +156,9 @@ fn print_scale_row(size: usize, r: &SimResult, base: &mut Option<f64>) {
 }
 
 fn itp_cluster(trace: &Trace) -> Result<ClusterSpec> {
-    let one = load_cluster("1x8:V100")?;
-    let by_load = (trace.offered_load(&one) / ITP_TARGET_LOAD).ceil() as u64;
-    let largest = trace
-        .jobs()
-        .iter()
-        .map(|j| j.gpus_total())
-        .max()
-        .unwrap_or(8);
-    let nodes = by_load.max(largest.div_ceil(8)).max(1);
-    load_cluster(&format!("{nodes}x8:V100")).context("sizing the ITP cluster")
+    SizingRule::default()
+        .size(trace)
+        .context("sizing the ITP cluster")
 }
 
 fn replay(

@@ -2,12 +2,12 @@
 
 use crate::progress::RunProgress;
 use anyhow::{Context, Result, bail};
-use lachesis_env::cluster::load_cluster;
+use lachesis_env::cluster::{ClusterSpec, load_cluster};
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
 use lachesis_env::policy::build_policy;
-use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_load};
-use lachesis_env::trace::{TraceFormat, read_trace};
+use lachesis_env::sim::{SimConfig, SimResult, Simulator, SizingRule, parse_window, scale_to_load};
+use lachesis_env::trace::read_trace;
 use lachesis_env::units::parse_duration;
 use std::fs;
 use std::io::BufWriter;
@@ -22,7 +22,9 @@ pub struct Args {
     /// Force the trace format: normalized, openb, itp.
     #[arg(long)]
     pub format: Option<String>,
-    /// Cluster: a preset (openb, pai-2020, spot-2026), a shape like 64x8:A100, or a TOML file.
+    /// Cluster: a preset (openb, pai-2020, spot-2026), a shape like 64x8:A100, a TOML file, or
+    /// `auto[:G:MODEL@LOAD]`: the smallest cluster of G-GPU nodes (default 8 x V100) that holds
+    /// the largest job at offered load LOAD (default 0.8), sized from the trace.
     #[arg(long)]
     pub cluster: String,
     /// Policy name, e.g. fifo/best-fit (see `lachesis policies`).
@@ -32,7 +34,7 @@ pub struct Args {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Compress (or stretch) arrivals to this offered load on the cluster.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub load: Option<f64>,
     /// Replay only jobs submitted in FROM..TO (durations since the trace origin, e.g. 115d..120d).
     #[arg(long)]
@@ -60,15 +62,17 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// A cluster by preset, shape or file, or sized from `trace` for `auto[...]`.
+pub fn resolve_cluster(arg: &str, trace: &Trace) -> Result<ClusterSpec> {
+    match SizingRule::parse(arg) {
+        Some(rule) => Ok(rule?.size(trace)?),
+        None => Ok(load_cluster(arg)?),
+    }
+}
+
 /// Reads a trace, forcing `format` if given; errors name the file.
 pub fn load_trace(path: &Path, format: Option<&str>) -> Result<Trace> {
-    let format = match format {
-        None => None,
-        Some(f) => Some(TraceFormat::parse(f).with_context(|| {
-            let known: Vec<&str> = TraceFormat::ALL.iter().map(|f| f.as_str()).collect();
-            format!("unknown trace format `{f}` (known: {})", known.join(", "))
-        })?),
-    };
+    let format = format.map(crate::trace_cmd::parse_format).transpose()?;
     Ok(read_trace(path, format)?.trace)
 }
 
@@ -103,7 +107,6 @@ fn sim_config(args: &Args) -> Result<SimConfig> {
 
 pub fn run(args: &Args) -> Result<()> {
     let cfg = sim_config(args)?;
-    let spec = Arc::new(load_cluster(&args.cluster)?);
     let mut trace = load_trace(&args.trace, args.format.as_deref())?;
     trace.name = args.trace.display().to_string();
     if let Some(w) = &args.window {
@@ -116,6 +119,7 @@ pub fn run(args: &Args) -> Result<()> {
             );
         }
     }
+    let spec = Arc::new(resolve_cluster(&args.cluster, &trace)?);
     if let Some(load) = args.load {
         trace = scale_to_load(&trace, &spec, load).context("--load")?;
     }
@@ -124,6 +128,9 @@ pub fn run(args: &Args) -> Result<()> {
     let mut bar = RunProgress::new(args.quiet || args.json);
     let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));
     bar.finish();
+    if result.summary.jobs == 0 {
+        eprintln!("warning: no job was measured (is the warm-up longer than the trace?)");
+    }
     if let Some(dir) = &args.out {
         write_outputs(dir, &result)?;
     }

@@ -180,11 +180,6 @@ pub fn write_jobs_csv(mut out: impl Write, records: &[JobRecord]) -> std::io::Re
         "job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,measured,nodes"
     )?;
     for r in records {
-        let nodes = if r.nodes.contains(',') {
-            format!("\"{}\"", r.nodes)
-        } else {
-            r.nodes.clone()
-        };
         writeln!(
             out,
             "{},{:.3},{},{},{},{},{},{},{},{},{}",
@@ -199,7 +194,7 @@ pub fn write_jobs_csv(mut out: impl Write, records: &[JobRecord]) -> std::io::Re
             r.preemptions,
             r.gpus,
             r.measured,
-            nodes,
+            csv_field(&r.nodes),
         )?;
     }
     Ok(())

@@ -26,7 +26,7 @@ pub enum SimError {
         cluster: String,
         examples: String,
     },
-    #[error("the trace has no jobs")]
+    #[error("the trace has no jobs to replay")]
     EmptyTrace,
 }
 
@@ -93,6 +93,8 @@ pub struct Simulator<'t> {
     now: SimTime,
     started: bool,
     measure_start: SimTime,
+    /// Submit time of the first job replayed.
+    first_submit: SimTime,
     frag: FragTracker,
     acc: Integrals,
     timeline: Vec<TimelineRow>,
@@ -127,7 +129,9 @@ impl<'t> Simulator<'t> {
         cfg: &SimConfig,
     ) -> Result<Self, SimError> {
         let r = cfg.resolve().map_err(SimError::Config)?;
-        let (first, _) = trace.submit_range().ok_or(SimError::EmptyTrace)?;
+        if trace.is_empty() {
+            return Err(SimError::EmptyTrace);
+        }
         let mut runtime = vec![JobRuntime::default(); trace.len()];
         let unplaceable = unplaceable_jobs(trace, &spec);
         if !unplaceable.is_empty() && !cfg.skip_unplaceable {
@@ -145,6 +149,13 @@ impl<'t> Simulator<'t> {
         for (id, _) in &unplaceable {
             runtime[id.index()].state = JobState::Rejected;
         }
+        // Time starts with the first job replayed (skipped jobs do not stretch the run).
+        let first = trace
+            .jobs()
+            .iter()
+            .find(|j| runtime[j.id.index()].state != JobState::Rejected)
+            .map(|j| j.submit)
+            .ok_or(SimError::EmptyTrace)?;
         let hidden = trace
             .jobs()
             .iter()
@@ -199,6 +210,7 @@ impl<'t> Simulator<'t> {
             policy_errors: 0,
             preemptions: 0,
             waste_gpu_milli_ms: 0.0,
+            first_submit: first,
             r,
         })
     }
@@ -283,6 +295,15 @@ impl<'t> Simulator<'t> {
 
     fn next_time(&mut self) -> Option<SimTime> {
         loop {
+            // Skipped (unplaceable) jobs never arrive.
+            while self
+                .trace
+                .jobs()
+                .get(self.next_arrival)
+                .is_some_and(|j| self.runtime[j.id.index()].state == JobState::Rejected)
+            {
+                self.next_arrival += 1;
+            }
             let arrival = self.trace.jobs().get(self.next_arrival).map(|j| j.submit);
             let event = self.heap.peek().map(|Reverse((t, _, e))| (*t, *e));
             // With nothing running and nothing left to arrive, no tick can change what the
@@ -554,7 +575,7 @@ impl<'t> Simulator<'t> {
             })
             .collect();
         let stats = metrics::job_stats(&records);
-        let first = self.trace.submit_range().map_or(SimTime::ZERO, |r| r.0);
+        let first = self.first_submit;
         let last_finish = self
             .hidden
             .iter()

@@ -10,6 +10,8 @@ pub enum WorkloadError {
     BadWindow { text: String, message: String },
     #[error("load {0}: expected a target offered load > 0")]
     BadLoad(f64),
+    #[error("cluster sizing `{text}`: {message}")]
+    BadSizing { text: String, message: String },
     #[error(
         "cannot scale to a load: the trace offers no load on this cluster (one job, or all at one instant)"
     )]
@@ -64,9 +66,140 @@ pub fn scale_to_load(
     }))
 }
 
+/// How to size a cluster for a trace that names none (ITP, Helios/Philly-like logs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizingRule {
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// GPU model of every node (a catalog name).
+    pub model: String,
+    /// Offered load the cluster should see at most.
+    pub target_load: f64,
+}
+
+impl Default for SizingRule {
+    /// 8 x V100 nodes at offered load 0.8.
+    fn default() -> Self {
+        SizingRule {
+            gpus_per_node: 8,
+            model: "V100".into(),
+            target_load: 0.8,
+        }
+    }
+}
+
+impl SizingRule {
+    /// Parses `auto` (the default) or `auto:G:MODEL@LOAD`, e.g. `auto:8:A100@0.7`; parts may be
+    /// left out from the right (`auto:4:T4`, `auto:8`).
+    pub fn parse(text: &str) -> Option<Result<SizingRule, WorkloadError>> {
+        let rest = text.trim().strip_prefix("auto")?;
+        let mut rule = SizingRule::default();
+        let bad = |m: &str| {
+            Some(Err(WorkloadError::BadSizing {
+                text: text.to_string(),
+                message: m.to_string(),
+            }))
+        };
+        if rest.is_empty() {
+            return Some(Ok(rule));
+        }
+        let Some(rest) = rest.strip_prefix(':') else {
+            return bad("expected auto or auto:G:MODEL@LOAD");
+        };
+        let (shape, load) = match rest.split_once('@') {
+            Some((s, l)) => (s, Some(l)),
+            None => (rest, None),
+        };
+        let (gpus, model) = match shape.split_once(':') {
+            Some((g, m)) => (g, Some(m)),
+            None => (shape, None),
+        };
+        match gpus.trim().parse::<u32>() {
+            Ok(g) if (1..=crate::cluster::MAX_GPUS_PER_NODE).contains(&g) => rule.gpus_per_node = g,
+            _ => return bad("GPUs per node must be an integer 1..=64"),
+        }
+        if let Some(m) = model {
+            rule.model = m.trim().to_string();
+        }
+        if let Some(l) = load {
+            match l.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => rule.target_load = x,
+                _ => return bad("LOAD must be a number > 0"),
+            }
+        }
+        Some(Ok(rule))
+    }
+
+    /// The smallest cluster of identical nodes that holds the trace's largest job and sees an
+    /// offered load of at most `target_load`.
+    pub fn size(&self, trace: &Trace) -> Result<ClusterSpec, WorkloadError> {
+        let shape = |n: u64| format!("{n}x{}:{}", self.gpus_per_node, self.model);
+        let one =
+            crate::cluster::load_cluster(&shape(1)).map_err(|e| WorkloadError::BadSizing {
+                text: shape(1),
+                message: e.to_string(),
+            })?;
+        let by_load = (trace.offered_load(&one) / self.target_load).ceil();
+        let largest = trace
+            .jobs()
+            .iter()
+            .map(|j| j.gpus_total())
+            .max()
+            .unwrap_or(0);
+        let nodes = (by_load as u64)
+            .max(largest.div_ceil(u64::from(self.gpus_per_node)))
+            .max(1);
+        let mut spec =
+            crate::cluster::load_cluster(&shape(nodes)).map_err(|e| WorkloadError::BadSizing {
+                text: shape(nodes),
+                message: e.to_string(),
+            })?;
+        spec.name = format!("auto:{}", shape(nodes));
+        Ok(spec)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizing_holds_the_largest_job_and_meets_the_load() {
+        use crate::job::TaskRequest;
+        use crate::job::tests::job;
+        // 10 jobs of 8 GPUs x 1000 s over 9000 s: 80 GPU-ks of work. On one 8-GPU node the load
+        // is 80000 / (8 x 9000) = 1.11; at target 0.5 that is ceil(2.22) = 3 nodes. A 32-GPU
+        // gang would need 4 nodes, so the largest job decides when present.
+        let jobs: Vec<_> = (0..10)
+            .map(|i| job(&format!("j{i}"), i * 1000, TaskRequest::whole(8, 0, 0)))
+            .collect();
+        let t = Trace::new(
+            "t",
+            jobs,
+            vec![SimTime::from_secs(1000); 10],
+            vec!["d".into()],
+        )
+        .unwrap();
+        let rule = SizingRule::parse("auto:8:V100@0.5").unwrap().unwrap();
+        assert_eq!(rule.size(&t).unwrap().nodes.len(), 3);
+        let mut big = t.jobs().to_vec();
+        big[0].tasks = 4;
+        let t = Trace::new(
+            "t",
+            big,
+            vec![SimTime::from_secs(1000); 10],
+            vec!["d".into()],
+        )
+        .unwrap();
+        assert_eq!(rule.size(&t).unwrap().nodes.len(), 4);
+        assert_eq!(
+            SizingRule::parse("auto").unwrap().unwrap(),
+            SizingRule::default()
+        );
+        assert!(SizingRule::parse("auto:0").unwrap().is_err());
+        assert!(SizingRule::parse("auto:8:V100@-1").unwrap().is_err());
+        assert!(SizingRule::parse("64x8:A100").is_none());
+    }
 
     #[test]
     fn windows_parse() {

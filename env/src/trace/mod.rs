@@ -11,6 +11,7 @@
 pub mod itp;
 pub mod normalized;
 pub mod openb;
+pub mod split;
 pub mod stats;
 pub mod synthetic;
 mod table;

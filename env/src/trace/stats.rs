@@ -11,6 +11,10 @@
 //!   n sorted values is the value at rank ceil(p x n).
 //! - GPU-hours: sum of total milli-GPU x true duration, over 1000 x 3600 s.
 //! - Offered load: [`Trace::offered_load`] on the given cluster.
+//! - Arrivals: the mean rate over the span, and counts by hour of day and by day of the week of
+//!   the trace's own clock (hour `(t / 3600) mod 24`, day `(t / 86400) mod 7`): relative-time
+//!   traces do not say which weekday their origin was, so day 0 is the origin's day.
+//! - GPUs per job: quantiles of the gang's total GPU capacity in GPUs (shares as fractions).
 
 use super::ReadReport;
 use crate::cluster::ClusterSpec;
@@ -46,6 +50,14 @@ pub struct TraceStats {
     pub constrained_share: f64,
     /// True durations, seconds (absent for an empty trace).
     pub duration_s: Option<Quantiles>,
+    /// GPUs per job (total of the gang, shares as fractions).
+    pub gpus_per_job: Option<Quantiles>,
+    /// Mean arrivals per hour over the span.
+    pub arrivals_per_hour: f64,
+    /// Arrivals by hour of day (24 counts, hour 0 first).
+    pub arrivals_by_hour_of_day: Vec<u64>,
+    /// Arrivals by day of the trace's week (7 counts, the origin's day first).
+    pub arrivals_by_weekday: Vec<u64>,
     /// GPU work the trace asks for, GPU-hours at speed 1.0.
     pub gpu_hours: f64,
     /// Offered load on the given cluster.
@@ -105,6 +117,18 @@ impl TraceStats {
             .map(|(j, d)| j.gpu_milli_total() as f64 * d.ms() as f64)
             .sum();
         let range = trace.submit_range();
+        let span_s = range.map_or(0.0, |(first, last)| last.saturating_sub(first).secs_f64());
+        let mut by_hour = vec![0u64; 24];
+        let mut by_day = vec![0u64; 7];
+        for job in jobs {
+            let secs = job.submit.ms() / 1000;
+            by_hour[(secs / 3600 % 24) as usize] += 1;
+            by_day[(secs / 86_400 % 7) as usize] += 1;
+        }
+        let gpus: Vec<f64> = jobs
+            .iter()
+            .map(|j| j.gpu_milli_total() as f64 / f64::from(GPU_MILLI))
+            .collect();
         TraceStats {
             name: trace.name.clone(),
             jobs: jobs.len() as u64,
@@ -112,7 +136,7 @@ impl TraceStats {
             read: report.cloned(),
             first_submit_s: range.map(|(first, _)| first.secs_f64()),
             last_submit_s: range.map(|(_, last)| last.secs_f64()),
-            span_s: range.map_or(0.0, |(first, last)| last.saturating_sub(first).secs_f64()),
+            span_s,
             gpu_demand: DEMAND_BUCKETS
                 .iter()
                 .zip(demand)
@@ -124,7 +148,15 @@ impl TraceStats {
             fractional_share: share(&|j| j.task.is_fractional()),
             gang_share: share(&|j| j.tasks > 1),
             constrained_share: share(&|j| !j.gpu_types.is_empty()),
-            duration_s: quantiles(durations),
+            duration_s: quantiles(durations.iter().map(|d| d.secs_f64()).collect()),
+            gpus_per_job: quantiles(gpus),
+            arrivals_per_hour: if span_s > 0.0 {
+                jobs.len() as f64 / (span_s / 3600.0)
+            } else {
+                0.0
+            },
+            arrivals_by_hour_of_day: by_hour,
+            arrivals_by_weekday: by_day,
             gpu_hours: gpu_milli_ms / (f64::from(GPU_MILLI) * 3_600_000.0),
             offered_load: cluster.map(|c| OfferedLoad {
                 cluster: c.name.clone(),
@@ -153,20 +185,20 @@ fn demand_bucket(milli: u64) -> usize {
 }
 
 /// Nearest-rank quantiles of `values`; `None` when empty.
-fn quantiles(mut values: Vec<SimTime>) -> Option<Quantiles> {
-    values.sort_unstable();
+fn quantiles(mut values: Vec<f64>) -> Option<Quantiles> {
+    values.sort_unstable_by(f64::total_cmp);
     let n = values.len();
     let at = |p: f64| {
         let rank = (p * n as f64).ceil() as usize;
-        values[rank.clamp(1, n) - 1].secs_f64()
+        values[rank.clamp(1, n) - 1]
     };
-    let max = values.last()?.secs_f64();
+    let max = *values.last()?;
     Some(Quantiles {
         p50: at(0.5),
         p90: at(0.9),
         p99: at(0.99),
         max,
-        mean: values.iter().map(|v| v.secs_f64()).sum::<f64>() / n as f64,
+        mean: values.iter().sum::<f64>() / n as f64,
     })
 }
 
@@ -257,6 +289,23 @@ impl fmt::Display for TraceStats {
                 human_secs(q.mean)
             )?;
         }
+        if let Some(q) = &self.gpus_per_job {
+            writeln!(
+                f,
+                "{:<14}p50 {}, p90 {}, p99 {}, max {}, mean {:.2}",
+                "GPUs per job", q.p50, q.p90, q.p99, q.max, q.mean
+            )?;
+        }
+        writeln!(
+            f,
+            "{:<14}{:.1} per hour; by hour of day {:?}",
+            "arrivals", self.arrivals_per_hour, self.arrivals_by_hour_of_day
+        )?;
+        writeln!(
+            f,
+            "{:<14}by day of the trace's week (origin's day first) {:?}",
+            "", self.arrivals_by_weekday
+        )?;
         writeln!(f, "{:<14}{:.1} GPU-hours", "GPU work", self.gpu_hours)?;
         if let Some(load) = &self.offered_load {
             writeln!(
@@ -298,7 +347,7 @@ mod tests {
 
     #[test]
     fn quantiles_are_nearest_rank() {
-        let q = quantiles((1..=10).map(SimTime::from_secs).collect()).unwrap();
+        let q = quantiles((1..=10).map(f64::from).collect()).unwrap();
         // n = 10: p50 -> rank 5, p90 -> rank 9, p99 -> rank ceil(9.9) = 10.
         assert_eq!(
             (q.p50, q.p90, q.p99, q.max, q.mean),

@@ -1,0 +1,402 @@
+//! End-to-end tests of the `lachesis` command line: the real binary on the checked-in traces.
+//!
+//! ```sh
+//! cargo test --test cli
+//! ```
+
+mod common;
+
+use common::{lachesis, stdout_json, without_wall_time};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const ITP: &str = "traces/itp/cluster10.csv";
+const OPENB: &str = "traces/openb/openb_pod_excerpt.csv";
+const TINY: &str = "traces/tiny.csv";
+/// Every job of `tiny.csv` fits: 8 H100 nodes for the 8 x 8 GPU `moe-pretrain`, two V100M32
+/// nodes for the 2 x 8 GPU `vit-large`, A100s for `serve-llm`, T4s for the sweeps.
+const TINY_CLUSTER: &str = "8x8:H100+2x8:V100M32+2x8:A100+1x4:T4";
+/// Leaves out the H100 and V100M32 that `moe-pretrain` and `vit-large` require.
+const TINY_SHORT_CLUSTER: &str = "4x8:V100+4x8:A100+4x1:T4";
+
+const SUMMARY_KEYS: [&str; 15] = [
+    "jobs",
+    "finished",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_wait_s",
+    "avg_bsld",
+    "makespan_s",
+    "gpu_alloc_rate",
+    "frag_gpu_rate",
+    "energy_kwh",
+    "rejected_decisions",
+    "events",
+    "wall_s",
+];
+
+/// A scratch directory under the system temp dir, unique per process and test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("lachesis-cli-{}-{test}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("the temp dir is writable");
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn str(&self) -> &str {
+        self.0.to_str().expect("temp paths are UTF-8")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn simulate(trace: &str, cluster: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["simulate", "--trace", trace, "--cluster", cluster, "--json"];
+    args.extend_from_slice(extra);
+    stdout_json(&args)
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("`{key}` is not a number in {v:#}"))
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("`{key}` is not a count in {v:#}"))
+}
+
+/// Runs `lachesis ARGS...`, which must fail cleanly: non-zero exit, no panic. Returns stderr.
+fn fails(args: &[&str]) -> String {
+    let out = lachesis(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "lachesis {args:?} should fail but succeeded:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "lachesis {args:?} panicked:\n{stderr}"
+    );
+    stderr
+}
+
+fn assert_mentions(stderr: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "error message should mention `{needle}`:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn simulate_json_has_the_summary_and_every_job_finishes() {
+    let cases = [
+        (ITP, "4x8:V100", "fifo/best-fit", 260),
+        (ITP, "4x8:V100", "fifo/first-fit", 260),
+        (OPENB, "openb", "fifo/best-fit", 381),
+        (OPENB, "openb", "fifo/first-fit", 381),
+        (TINY, TINY_CLUSTER, "fifo/best-fit", 20),
+        (TINY, TINY_CLUSTER, "fifo/first-fit", 20),
+    ];
+    for (trace, cluster, policy, jobs) in cases {
+        let s = simulate(trace, cluster, &["--policy", policy]);
+        let case = format!("{trace} on {cluster} under {policy}");
+        for key in SUMMARY_KEYS {
+            assert!(s.get(key).is_some(), "{case}: no `{key}` in {s:#}");
+        }
+        assert_eq!(s["policy"], policy, "{case}");
+        assert_eq!(count(&s, "jobs"), jobs, "{case}");
+        assert_eq!(count(&s, "finished"), jobs, "{case}");
+        assert_eq!(count(&s, "rejected_decisions"), 0, "{case}");
+        for key in ["gpu_alloc_rate", "frag_gpu_rate"] {
+            let rate = num(&s, key);
+            assert!((0.0..=1.0).contains(&rate), "{case}: {key} = {rate}");
+        }
+        let jct = ["p50_jct_s", "p95_jct_s", "p99_jct_s"].map(|k| num(&s, k));
+        assert!(jct[0] <= jct[1] && jct[1] <= jct[2], "{case}: JCT {jct:?}");
+        assert!(num(&s, "avg_bsld") >= 1.0, "{case}");
+        assert!(num(&s, "energy_kwh") > 0.0, "{case}");
+        // Every job is submitted before the last finish, so the makespan covers the trace span.
+        let stats = stdout_json(&["trace", "stats", trace, "--json"]);
+        assert!(
+            num(&s, "makespan_s") >= num(&stats, "span_s"),
+            "{case}: makespan {} < span {}",
+            s["makespan_s"],
+            stats["span_s"]
+        );
+    }
+}
+
+#[test]
+fn out_dir_holds_the_summary_jobs_and_timeline() {
+    for (trace, cluster) in [(TINY, TINY_CLUSTER), (ITP, "4x8:V100")] {
+        let tmp = TempDir::new(&format!("out-{}", trace.replace('/', "_")));
+        let out = tmp.path().join("run");
+        let out_str = out.to_str().unwrap();
+        let printed = simulate(trace, cluster, &["--out", out_str]);
+
+        let written: Value =
+            serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(
+            without_wall_time(written),
+            without_wall_time(printed.clone())
+        );
+
+        let jobs_csv = fs::read_to_string(out.join("jobs.csv")).unwrap();
+        let mut lines = jobs_csv.lines();
+        assert_eq!(
+            lines.next(),
+            Some("job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,measured,nodes")
+        );
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len() as u64, count(&printed, "jobs"), "{trace}");
+        for row in &rows {
+            assert_eq!(row.len(), 11, "{trace}: {row:?}");
+            let t = |i: usize| -> f64 {
+                row[i]
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{trace}: field {i} of {row:?}: {e}"))
+            };
+            let (submit, start, end) = (t(1), t(2), t(3));
+            assert!(submit <= start && start <= end, "{trace}: {row:?}");
+            // Fields are printed to the millisecond.
+            assert!((t(4) - (start - submit)).abs() < 2e-3, "wait: {row:?}");
+            assert!((t(5) - (end - submit)).abs() < 2e-3, "jct: {row:?}");
+            assert_eq!(row[9], "true", "{trace}: no warm-up, every job measured");
+            assert!(!row[10].is_empty(), "{trace}: a finished job ran somewhere");
+        }
+
+        let timeline = fs::read_to_string(out.join("timeline.csv")).unwrap();
+        let mut lines = timeline.lines();
+        assert_eq!(
+            lines.next(),
+            Some("time_s,allocated_gpus,running_jobs,queue_len,frag_gpus,power_w")
+        );
+        let times: Vec<f64> = lines
+            .map(|l| l.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(!times.is_empty(), "{trace}: empty timeline");
+        assert!(times.is_sorted(), "{trace}: timeline goes back in time");
+    }
+}
+
+#[test]
+fn same_seed_gives_the_same_summary() {
+    let run = || simulate(ITP, "4x8:V100", &["--seed", "42", "--load", "0.8"]);
+    let first = without_wall_time(run());
+    assert_eq!(first["seed"], 42);
+    assert_eq!(first, without_wall_time(run()));
+    let tiny = || simulate(TINY, TINY_CLUSTER, &["--seed", "7"]);
+    assert_eq!(without_wall_time(tiny()), without_wall_time(tiny()));
+}
+
+#[test]
+fn load_window_and_warmup_shape_the_run() {
+    let base = simulate(ITP, "4x8:V100", &[]);
+    let total = count(&base, "jobs");
+
+    // Compressing arrivals from the trace's ~0.16 to 0.9 offered load queues more.
+    let loaded = simulate(ITP, "4x8:V100", &["--load", "0.9"]);
+    assert_eq!(count(&loaded, "jobs"), total);
+    assert!(num(&loaded, "makespan_s") < num(&base, "makespan_s"));
+    assert!(num(&loaded, "avg_wait_s") > num(&base, "avg_wait_s"));
+    assert!(num(&loaded, "gpu_alloc_rate") > num(&base, "gpu_alloc_rate"));
+
+    // The trace starts at 26.2 d and ends at 59.1 d.
+    let windowed = simulate(ITP, "4x8:V100", &["--window", "27d..40d"]);
+    let kept = count(&windowed, "jobs");
+    assert!(0 < kept && kept < total, "window kept {kept} of {total}");
+    assert_eq!(count(&windowed, "finished"), kept);
+
+    let tmp = TempDir::new("warmup");
+    let warm = simulate(ITP, "4x8:V100", &["--warmup", "5d", "--out", tmp.str()]);
+    let warmup_jobs = count(&warm, "warmup_jobs");
+    assert!(warmup_jobs > 0);
+    assert_eq!(count(&warm, "jobs") + warmup_jobs, total);
+    assert_eq!(count(&warm, "finished"), count(&warm, "jobs"));
+    // jobs.csv keeps the warm-up jobs, flagged unmeasured.
+    let jobs_csv = fs::read_to_string(tmp.path().join("jobs.csv")).unwrap();
+    let measured: Vec<&str> = jobs_csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(9).unwrap())
+        .collect();
+    assert_eq!(measured.len() as u64, total);
+    assert_eq!(
+        measured.iter().filter(|m| **m == "false").count() as u64,
+        warmup_jobs
+    );
+}
+
+#[test]
+fn default_output_is_a_table() {
+    let out = lachesis(&[
+        "simulate",
+        "--trace",
+        ITP,
+        "--cluster",
+        "4x8:V100",
+        "--quiet",
+    ]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("JCT"), "{stdout}");
+    assert!(stdout.contains("GPU allocation"), "{stdout}");
+    assert!(serde_json::from_str::<Value>(&stdout).is_err());
+}
+
+#[test]
+fn missing_trace_names_the_path() {
+    let path = "traces/no-such-trace.csv";
+    let stderr = fails(&["simulate", "--trace", path, "--cluster", "4x8:V100"]);
+    assert_mentions(&stderr, &[path]);
+    let stderr = fails(&["trace", "stats", path]);
+    assert_mentions(&stderr, &[path]);
+}
+
+#[test]
+fn malformed_trace_names_file_line_and_field() {
+    let tmp = TempDir::new("malformed-trace");
+    let path = tmp.path().join("bad.csv");
+    // Lines 1-3 are the version, tenants and header; line 5 is the second job.
+    let text = [
+        "#lachesis-trace v1",
+        "#tenants,vision",
+        "job_id,submit_s,duration_s,tasks,gpus,gpu_milli,cpu_milli,mem_mib,gpu_types,tenant,priority,qos,preemptible,kind,estimate_s",
+        "a,0,3600,1,1,1000,8000,32768,,vision,0,latency-sensitive,true,training,",
+        "b,30,soon,1,1,1000,8000,32768,,vision,0,latency-sensitive,true,training,",
+        "c,60,3600,1,1,1000,8000,32768,,vision,0,latency-sensitive,true,training,",
+    ]
+    .join("\n");
+    fs::write(&path, text).unwrap();
+    let path = path.to_str().unwrap();
+    let stderr = fails(&["simulate", "--trace", path, "--cluster", "4x8:V100"]);
+    assert_mentions(&stderr, &[path, "line 5", "duration_s"]);
+}
+
+#[test]
+fn unknown_cluster_preset_is_reported() {
+    let stderr = fails(&["simulate", "--trace", TINY, "--cluster", "no-such-preset"]);
+    assert_mentions(&stderr, &["no-such-preset", "preset"]);
+}
+
+#[test]
+fn malformed_cluster_file_names_file_and_line() {
+    let tmp = TempDir::new("malformed-cluster");
+    let path = tmp.path().join("bad.toml");
+    fs::write(
+        &path,
+        "[[nodes]]\ncount = 4\ngpus = 8\ngpu_model = \"V100\"\nthis is not toml\n",
+    )
+    .unwrap();
+    let path = path.to_str().unwrap();
+    let stderr = fails(&["simulate", "--trace", ITP, "--cluster", path]);
+    assert_mentions(&stderr, &[&format!("{path}:5")]);
+}
+
+#[test]
+fn unknown_policy_lists_the_known_names() {
+    let run = |policy| {
+        fails(&[
+            "simulate",
+            "--trace",
+            ITP,
+            "--cluster",
+            "4x8:V100",
+            "--policy",
+            policy,
+        ])
+    };
+    assert_mentions(&run("lifo/best-fit"), &["lifo", "fifo"]);
+    assert_mentions(
+        &run("fifo/random-fit"),
+        &["random-fit", "first-fit", "best-fit"],
+    );
+}
+
+#[test]
+fn jobs_that_never_fit_stop_the_run_unless_skipped() {
+    // The trace's two 16-GPU jobs need two 8-GPU nodes.
+    let args = ["simulate", "--trace", ITP, "--cluster", "1x8:V100"];
+    assert_mentions(&fails(&args), &["never fit", "--skip-unplaceable"]);
+    let s = simulate(ITP, "1x8:V100", &["--skip-unplaceable"]);
+    assert_eq!(count(&s, "skipped_unplaceable"), 2);
+    assert_eq!(count(&s, "jobs"), 258);
+    assert_eq!(count(&s, "finished"), 258);
+
+    // tiny.csv: `moe-pretrain` wants H100, `vit-large` V100M32.
+    let args = ["simulate", "--trace", TINY, "--cluster", TINY_SHORT_CLUSTER];
+    assert_mentions(&fails(&args), &["moe-pretrain", "vit-large", "H100"]);
+    let s = simulate(TINY, TINY_SHORT_CLUSTER, &["--skip-unplaceable"]);
+    assert_eq!(count(&s, "skipped_unplaceable"), 2);
+    assert_eq!(count(&s, "jobs"), 18);
+    assert_eq!(count(&s, "finished"), 18);
+}
+
+#[test]
+fn bad_window_and_load_are_rejected() {
+    let sim = |extra: &[&str]| {
+        let mut args = vec!["simulate", "--trace", ITP, "--cluster", "4x8:V100"];
+        args.extend_from_slice(extra);
+        fails(&args)
+    };
+    assert_mentions(&sim(&["--window", "5..2"]), &["--window", "5..2"]);
+    assert_mentions(&sim(&["--window", "1000d.."]), &["--window", "no job"]);
+    assert_mentions(&sim(&["--load=-1"]), &["--load", "-1"]);
+    assert_mentions(&sim(&["--load", "0"]), &["--load", "0"]);
+    // clap reads a detached `-1` as a flag; it must still fail cleanly.
+    sim(&["--load", "-1"]);
+    assert_mentions(&sim(&["--warmup", "soon"]), &["--warmup", "soon"]);
+}
+
+#[test]
+fn trace_stats_reports_jobs_and_offered_load() {
+    let stats = stdout_json(&["trace", "stats", ITP, "--cluster", "4x8:V100", "--json"]);
+    assert_eq!(count(&stats, "jobs"), 260);
+    let load = &stats["offered_load"];
+    assert_eq!(count(load, "cluster_gpus"), 32);
+    // Offered load = GPU-hours / (GPUs x span): 4023.49 / (32 x 2837918 s / 3600) = 0.1595.
+    assert!(
+        (num(&stats, "gpu_hours") - 4023.491).abs() < 1e-3,
+        "{stats:#}"
+    );
+    assert_eq!(num(&stats, "span_s"), 2_837_918.0);
+    let expected = num(&stats, "gpu_hours") / (32.0 * num(&stats, "span_s") / 3600.0);
+    assert!((num(load, "load") - expected).abs() < 1e-12, "{load}");
+
+    let out = lachesis(&["trace", "stats", ITP, "--cluster", "4x8:V100"]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("GPUs per job"), "{table}");
+    assert!(table.contains("offered load"), "{table}");
+    assert!(serde_json::from_str::<Value>(&table).is_err());
+}
+
+#[test]
+fn policies_lists_the_registered_parts() {
+    let out = lachesis(&["policies"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for name in ["fifo", "first-fit", "best-fit"] {
+        assert!(stdout.contains(name), "no `{name}` in:\n{stdout}");
+    }
+}

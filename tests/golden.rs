@@ -1,0 +1,180 @@
+//! Golden tests: `lachesis simulate --json` on small checked-in traces must reproduce the
+//! summaries in `tests/golden/*.json`, every field but `wall_s` (floats to a relative 1e-9).
+//!
+//! After an intended change of results, regenerate the files, then review their diff:
+//!
+//! ```sh
+//! LACHESIS_BLESS=1 cargo test --test golden
+//! ```
+//!
+//! With `LACHESIS_BLESS=1` the test writes the golden files instead of comparing.
+
+mod common;
+
+use common::{stdout_json, without_wall_time};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Golden file name (without `.json`), then the `simulate` arguments.
+const CASES: [(&str, &[&str]); 5] = [
+    (
+        "itp-cluster10_4x8-V100_fifo-best-fit",
+        &[
+            "--trace",
+            "traces/itp/cluster10.csv",
+            "--cluster",
+            "4x8:V100",
+            "--policy",
+            "fifo/best-fit",
+        ],
+    ),
+    (
+        "itp-cluster10_4x8-V100_fifo-first-fit",
+        &[
+            "--trace",
+            "traces/itp/cluster10.csv",
+            "--cluster",
+            "4x8:V100",
+            "--policy",
+            "fifo/first-fit",
+        ],
+    ),
+    (
+        "openb-excerpt_openb_fifo-best-fit",
+        &[
+            "--trace",
+            "traces/openb/openb_pod_excerpt.csv",
+            "--cluster",
+            "openb",
+            "--policy",
+            "fifo/best-fit",
+        ],
+    ),
+    (
+        "tiny_mixed_fifo-best-fit",
+        &[
+            "--trace",
+            "traces/tiny.csv",
+            "--cluster",
+            "8x8:H100+2x8:V100M32+2x8:A100+1x4:T4",
+            "--policy",
+            "fifo/best-fit",
+        ],
+    ),
+    (
+        // No H100 or V100M32: two jobs skipped as unplaceable.
+        "tiny_no-h100_fifo-first-fit_skip-unplaceable",
+        &[
+            "--trace",
+            "traces/tiny.csv",
+            "--cluster",
+            "4x8:V100+4x8:A100+4x1:T4",
+            "--policy",
+            "fifo/first-fit",
+            "--skip-unplaceable",
+        ],
+    ),
+];
+
+const REL_TOL: f64 = 1e-9;
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn blessing() -> bool {
+    std::env::var("LACHESIS_BLESS").is_ok_and(|v| v == "1")
+}
+
+/// Differences between the golden and the actual summary, one line each.
+fn differences(golden: &Value, actual: &Value) -> Vec<String> {
+    let (Some(golden), Some(actual)) = (golden.as_object(), actual.as_object()) else {
+        return vec!["not both JSON objects".into()];
+    };
+    let mut keys: Vec<&String> = golden.keys().chain(actual.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| *k != "wall_s")
+        .filter_map(|k| match (golden.get(k), actual.get(k)) {
+            (Some(g), Some(a)) if same(g, a) => None,
+            (g, a) => Some(format!("{k}: golden {}, actual {}", show(g), show(a))),
+        })
+        .collect()
+}
+
+fn show(v: Option<&Value>) -> String {
+    v.map_or_else(|| "missing".into(), Value::to_string)
+}
+
+fn same(golden: &Value, actual: &Value) -> bool {
+    // Counts compare exactly; floats to the tolerance.
+    match (golden.as_f64(), actual.as_f64()) {
+        (Some(g), Some(a)) if golden.is_f64() || actual.is_f64() => {
+            g == a || (g - a).abs() <= REL_TOL * g.abs().max(a.abs())
+        }
+        _ => golden == actual,
+    }
+}
+
+#[test]
+fn summaries_match_the_golden_files() {
+    let dir = golden_dir();
+    let mut failures = Vec::new();
+    for (name, args) in CASES {
+        let path = dir.join(format!("{name}.json"));
+        let mut cmd = vec!["simulate", "--json"];
+        cmd.extend_from_slice(args);
+        let actual = without_wall_time(stdout_json(&cmd));
+        if blessing() {
+            let text = serde_json::to_string_pretty(&actual).unwrap() + "\n";
+            fs::write(&path, text).unwrap();
+            eprintln!("blessed {}", path.display());
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(&path) else {
+            failures.push(format!(
+                "{name}: no golden file {} (LACHESIS_BLESS=1 writes it)",
+                path.display()
+            ));
+            continue;
+        };
+        let golden: Value = serde_json::from_str(&text).unwrap();
+        failures.extend(
+            differences(&golden, &actual)
+                .into_iter()
+                .map(|d| format!("{name}: {d}")),
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "summaries differ from the golden files (if intended: LACHESIS_BLESS=1 cargo test \
+         --test golden, then review the diff):\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_golden_file_has_a_case() {
+    for entry in fs::read_dir(golden_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        assert!(
+            CASES.iter().any(|(name, _)| *name == stem),
+            "{} belongs to no case in tests/golden.rs: remove it",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn the_comparison_tolerates_rounding_only() {
+    let golden: Value = serde_json::json!({"jobs": 20, "avg_jct_s": 100.0, "wall_s": 1.0});
+    let close = serde_json::json!({"jobs": 20, "avg_jct_s": 100.0 + 1e-8, "wall_s": 9.0});
+    assert!(differences(&golden, &close).is_empty());
+    let far = serde_json::json!({"jobs": 20, "avg_jct_s": 100.0 + 1e-6});
+    assert_eq!(differences(&golden, &far).len(), 1);
+    let extra = serde_json::json!({"jobs": 21, "avg_jct_s": 100.0, "new": 0});
+    assert_eq!(differences(&golden, &extra).len(), 2);
+}
