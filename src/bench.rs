@@ -36,21 +36,103 @@ pub enum Command {
         #[arg(long, default_value_t = 0.9)]
         load: f64,
     },
+    /// Rows per second of reading and normalizing trace files (default: every shared trace).
+    Read {
+        /// Files to read; default: the CSV and SWF traces under --traces.
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        traces: Option<PathBuf>,
+        /// Runs per file; the median and the best are printed.
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+    },
+}
+
+fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
+    traces.clone().unwrap_or_else(|| {
+        std::env::var_os("LACHESIS_SHARED_TRACES")
+            .map_or_else(|| PathBuf::from("../shared/traces"), PathBuf::from)
+    })
 }
 
 pub fn run(cmd: &Command) -> Result<()> {
-    let Command::Sim {
-        traces,
+    match cmd {
+        Command::Sim {
+            traces,
+            max_jobs,
+            nodes,
+            node_series_jobs,
+            policy,
+            load,
+        } => {
+            let series = Series {
+                max_jobs: *max_jobs,
+                nodes: *nodes,
+                node_series_jobs: *node_series_jobs,
+                load: *load,
+            };
+            sim_speed(&shared_dir(traces), &series, policy)
+        }
+        Command::Read {
+            files,
+            traces,
+            repeats,
+        } => {
+            let files = if files.is_empty() {
+                shared_trace_files(&shared_dir(traces))?
+            } else {
+                files.clone()
+            };
+            read_speed(&files, *repeats)
+        }
+    }
+}
+
+/// The job traces under `dir` (CSV and SWF, not the inventories).
+fn shared_trace_files(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for sub in [
+        "msft-itp-2021",
+        "alibaba-openb-2023",
+        "hpc-swf",
+        "alibaba-dlrm-2025",
+    ] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (name.ends_with(".csv") || name.ends_with(".swf") || name.ends_with(".swf.gz"))
+                    && !name.contains("node_list")
+            })
+            .collect();
+        files.sort();
+        out.extend(files);
+    }
+    anyhow::ensure!(!out.is_empty(), "no trace files under {}", dir.display());
+    Ok(out)
+}
+
+/// The synthetic scaling series of `bench sim`.
+struct Series {
+    max_jobs: usize,
+    nodes: usize,
+    node_series_jobs: usize,
+    load: f64,
+}
+
+fn sim_speed(dir: &std::path::Path, series: &Series, policy: &str) -> Result<()> {
+    let Series {
         max_jobs,
         nodes,
         node_series_jobs,
-        policy,
         load,
-    } = cmd;
-    let dir = traces.clone().unwrap_or_else(|| {
-        std::env::var_os("LACHESIS_SHARED_TRACES")
-            .map_or_else(|| PathBuf::from("../shared/traces"), PathBuf::from)
-    });
+    } = series;
     let cfg = SimConfig {
         skip_unplaceable: true,
         ..SimConfig::default()
@@ -174,4 +256,43 @@ fn replay(
     let mut r = sim.run(p.as_mut(), &mut |_| {});
     r.summary.wall_s = started.elapsed().as_secs_f64();
     Ok((r, nodes))
+}
+
+/// Rows per second of reading and normalizing each trace file (best of `repeats` runs, so a
+/// noisy neighbour does not decide the figure; the median is printed too).
+pub fn read_speed(files: &[PathBuf], repeats: usize) -> Result<()> {
+    println!(
+        "{:<48} {:>9} {:>10} {:>14} {:>14}",
+        "file", "rows", "jobs", "median rows/s", "best rows/s"
+    );
+    let (mut all_rows, mut all_secs) = (0u64, 0.0);
+    for f in files {
+        let mut secs = Vec::with_capacity(repeats);
+        let mut rows = 0;
+        let mut jobs = 0;
+        for _ in 0..repeats.max(1) {
+            let started = Instant::now();
+            let read = read_trace(f, None)?;
+            secs.push(started.elapsed().as_secs_f64());
+            rows = read.report.rows;
+            jobs = read.trace.len();
+        }
+        secs.sort_by(f64::total_cmp);
+        let median = secs[secs.len() / 2];
+        println!(
+            "{:<48} {:>9} {:>10} {:>14.0} {:>14.0}",
+            f.display().to_string(),
+            rows,
+            jobs,
+            rows as f64 / median,
+            rows as f64 / secs[0]
+        );
+        all_rows += rows;
+        all_secs += median;
+    }
+    println!(
+        "all: {all_rows} rows in {all_secs:.3} s (medians): {:.0} rows/s",
+        all_rows as f64 / all_secs
+    );
+    Ok(())
 }
