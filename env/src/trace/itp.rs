@@ -81,11 +81,7 @@ impl ItpOptions {
     /// Splits a job of `gpus` GPUs into (tasks, GPUs per task), or `None` if it does not split
     /// evenly over ceil(gpus / gpus_per_node) nodes.
     pub fn gang(&self, gpus: u32) -> Option<(u32, u32)> {
-        if gpus == 0 || self.gpus_per_node == 0 {
-            return None;
-        }
-        let tasks = gpus.div_ceil(self.gpus_per_node);
-        gpus.is_multiple_of(tasks).then(|| (tasks, gpus / tasks))
+        super::split_gang(gpus, self.gpus_per_node)
     }
 }
 

@@ -2,30 +2,38 @@
 //! kept, dropped and why. One module per format; [`stats`] summarises a trace.
 //!
 //! Formats: [`normalized`] (Lachesis' own CSV, read and written), [`openb`] (Alibaba GPU
-//! cluster trace 2023), [`itp`] (Microsoft ITP clusters). The format is given, or detected
-//! from the first line of the file and, failing that, from the file name.
+//! cluster trace 2023), [`itp`] (Microsoft ITP clusters), [`swf`] (Parallel Workloads Archive
+//! logs), [`dlrm`] (Alibaba DLRM serving instances 2025), [`helios`] (SenseTime Helios and
+//! Microsoft Philly job logs). The format is given, or detected from the first line of the
+//! file and, failing that, from the file name. Any of them may be gzip-compressed: input that
+//! starts with gzip's magic bytes (`1f 8b`) is decompressed as it is read.
 //!
 //! Every error names the file, the line and, where there is one, the field; no input makes a
 //! reader panic. Depends on the job model only: nothing here knows of the simulator or policies.
 
+pub mod dlrm;
+pub mod helios;
 pub mod itp;
 pub mod normalized;
 pub mod openb;
 pub mod split;
 pub mod stats;
+pub mod swf;
 pub mod synthetic;
 mod table;
 
+pub use helios::{HeliosOptions, HeliosTenant};
 pub use itp::ItpOptions;
 pub use normalized::{TraceWriteError, write_normalized};
 pub use stats::TraceStats;
+pub use swf::{SwfOptions, SwfTenant};
 
 use crate::job::{JobSpec, Trace, TraceError};
-use crate::units::SimTime;
+use crate::units::{SimTime, TenantId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// The trace file formats Lachesis reads.
@@ -38,13 +46,23 @@ pub enum TraceFormat {
     Openb,
     /// Microsoft ITP cluster file (`clusterNN.csv` of elasticflow-traces).
     Itp,
+    /// Standard Workload Format of the Parallel Workloads Archive (`*.swf`, `*.swf.gz`).
+    Swf,
+    /// Alibaba cluster-trace-gpu-v2025 DLRM serving instances (`disaggregated_DLRM_trace.csv`).
+    Dlrm,
+    /// SenseTime Helios `cluster_log.csv`, or a Microsoft Philly job log flattened to the same
+    /// columns.
+    Helios,
 }
 
 impl TraceFormat {
-    pub const ALL: [TraceFormat; 3] = [
+    pub const ALL: [TraceFormat; 6] = [
         TraceFormat::Normalized,
         TraceFormat::Openb,
         TraceFormat::Itp,
+        TraceFormat::Swf,
+        TraceFormat::Dlrm,
+        TraceFormat::Helios,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +70,9 @@ impl TraceFormat {
             TraceFormat::Normalized => "normalized",
             TraceFormat::Openb => "openb",
             TraceFormat::Itp => "itp",
+            TraceFormat::Swf => "swf",
+            TraceFormat::Dlrm => "dlrm",
+            TraceFormat::Helios => "helios",
         }
     }
 
@@ -62,19 +83,34 @@ impl TraceFormat {
             .find(|f| f.as_str().eq_ignore_ascii_case(text.trim()))
     }
 
-    /// Guesses the format from the file's first line, then from its file name:
-    /// a `#lachesis-trace` line or a header with `submit_s` is normalized (a header without the
-    /// version line then fails with a clear message); a header with `pod_phase` or
-    /// `scheduled_time` is openb; one with `submission_time` and `num_gpu` is ITP. Failing
-    /// that, a file name containing `openb` is openb and one starting with `cluster` is ITP.
+    /// Guesses the format from the file's first line (decompressed), then from its file name
+    /// (a `.gz` suffix ignored):
+    /// - a `#lachesis-trace` line or a header with `submit_s` is normalized (a header without
+    ///   the version line then fails with a clear message);
+    /// - a `;` comment line, or a line of 18 whitespace-separated numbers, is SWF;
+    /// - a header with `instance_sn` or `max_instance_per_node` is DLRM (checked before openb,
+    ///   whose `scheduled_time` it shares);
+    /// - a header with `pod_phase` or `scheduled_time` is openb;
+    /// - one with `submission_time` and `num_gpu` is ITP;
+    /// - one with `gpu_num` and `submit_time` is Helios.
+    ///
+    /// Failing that, by name: `*.swf` is SWF; a name containing `dlrm` is DLRM, `openb` openb,
+    /// `helios` or `philly` (or starting with `cluster_log`) Helios; other names starting with
+    /// `cluster` are ITP.
     pub fn detect(first_line: &str, file_name: Option<&str>) -> Option<TraceFormat> {
         if first_line.trim_start().starts_with(normalized::MAGIC) {
             return Some(TraceFormat::Normalized);
+        }
+        if swf::looks_like_swf(first_line) {
+            return Some(TraceFormat::Swf);
         }
         let columns: Vec<&str> = first_line.split(',').map(str::trim).collect();
         let has = |c: &str| columns.contains(&c);
         if has("submit_s") {
             return Some(TraceFormat::Normalized);
+        }
+        if has("instance_sn") || has("max_instance_per_node") {
+            return Some(TraceFormat::Dlrm);
         }
         if has("pod_phase") || has("scheduled_time") {
             return Some(TraceFormat::Openb);
@@ -82,9 +118,22 @@ impl TraceFormat {
         if has("submission_time") && has("num_gpu") {
             return Some(TraceFormat::Itp);
         }
+        if has("gpu_num") && has("submit_time") {
+            return Some(TraceFormat::Helios);
+        }
         let name = file_name?.to_ascii_lowercase();
-        if name.contains("openb") {
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        if name.ends_with(".swf") {
+            Some(TraceFormat::Swf)
+        } else if name.contains("dlrm") {
+            Some(TraceFormat::Dlrm)
+        } else if name.contains("openb") {
             Some(TraceFormat::Openb)
+        } else if name.contains("helios")
+            || name.contains("philly")
+            || name.starts_with("cluster_log")
+        {
+            Some(TraceFormat::Helios)
         } else if name.starts_with("cluster") {
             Some(TraceFormat::Itp)
         } else {
@@ -92,18 +141,25 @@ impl TraceFormat {
         }
     }
 
-    /// Reads a whole trace in this format from `input`; `source` names it in errors and becomes
-    /// the trace's name.
+    /// Reads a whole trace in this format from `input`, gzip-compressed or not; `source` names
+    /// it in errors and becomes the trace's name.
     pub fn read(
         self,
         input: impl Read,
         source: &str,
         options: &ReadOptions,
     ) -> Result<TraceRead, TraceReadError> {
+        let input = Decompressed::new(input).map_err(|source_err| TraceReadError::Io {
+            file: source.into(),
+            source: source_err,
+        })?;
         match self {
             TraceFormat::Normalized => normalized::read(input, source),
             TraceFormat::Openb => openb::read(input, source),
             TraceFormat::Itp => itp::read(input, source, &options.itp),
+            TraceFormat::Swf => swf::read(input, source, &options.swf),
+            TraceFormat::Dlrm => dlrm::read(input, source),
+            TraceFormat::Helios => helios::read(input, source, &options.helios),
         }
     }
 }
@@ -120,6 +176,10 @@ impl fmt::Display for TraceFormat {
 pub struct ReadOptions {
     /// CPU, memory and node size assumed for ITP jobs.
     pub itp: ItpOptions,
+    /// Tenant field, processor and node mapping for SWF jobs.
+    pub swf: SwfOptions,
+    /// Tenant column, node size and what Helios and Philly jobs lack.
+    pub helios: HeliosOptions,
 }
 
 /// A trace as read, with the account of what the reader did to the file's rows.
@@ -146,6 +206,15 @@ pub struct ReadReport {
     pub censored: u64,
     /// The first few dropped rows of each reason, for a human to check.
     pub first_dropped: Vec<DroppedRow>,
+    /// Facts about the whole file that no job carries, by name: e.g. the SWF header's
+    /// `UnixStartTime` and `MaxProcs`, the Helios `origin` (the wall-clock time of time 0), the
+    /// DLRM `window-end-s`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<String, String>,
+    /// Kept rows that carry a requirement the job model has no place for (so it was left out),
+    /// by requirement: e.g. DLRM `rdma`, `max-instance-per-node`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unmodelled: BTreeMap<String, u64>,
 }
 
 /// One row a reader left out.
@@ -166,6 +235,8 @@ impl ReadReport {
             dropped: BTreeMap::new(),
             censored: 0,
             first_dropped: Vec::new(),
+            notes: BTreeMap::new(),
+            unmodelled: BTreeMap::new(),
         }
     }
 
@@ -240,23 +311,117 @@ pub fn read_trace_with(
     let format = match format {
         Some(format) => format,
         None => {
-            let first = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+            let first = first_line(&bytes).map_err(|source| TraceReadError::Io {
+                file: file.clone(),
+                source,
+            })?;
             let name = path.file_name().and_then(|n| n.to_str());
-            TraceFormat::detect(&String::from_utf8_lossy(first), name).ok_or_else(|| {
-                TraceReadError::Line {
-                    file: file.clone(),
-                    line: 1,
-                    problem: format!(
-                        "cannot tell the trace format from this line or the file name: \
-                         expected `{} v1`, an openb header (with pod_phase) or an ITP header \
-                         (with submission_time,num_gpu); name the format instead",
-                        normalized::MAGIC
-                    ),
-                }
+            TraceFormat::detect(&first, name).ok_or_else(|| TraceReadError::Line {
+                file: file.clone(),
+                line: 1,
+                problem: format!(
+                    "cannot tell the trace format from this line or the file name: \
+                     expected `{} v1`, an openb header (with pod_phase), an ITP header \
+                     (with submission_time,num_gpu), a DLRM header (with instance_sn), a Helios \
+                     header (with gpu_num,submit_time) or SWF (`;` comments, 18 numbers a line); \
+                     name the format instead",
+                    normalized::MAGIC
+                ),
             })?
         }
     };
     format.read(bytes.as_slice(), &file, options)
+}
+
+/// gzip's first two bytes.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Longest first line read to detect a format, in bytes.
+const MAX_FIRST_LINE: u64 = 64 * 1024;
+
+/// The first line of `bytes` (decompressed if they are gzip), lossily as text.
+fn first_line(bytes: &[u8]) -> std::io::Result<String> {
+    let mut line = Vec::new();
+    Decompressed::new(bytes)?
+        .take(MAX_FIRST_LINE)
+        .read_until(b'\n', &mut line)?;
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// A reader's input, decompressed when it starts with gzip's magic bytes (all members of a
+/// multi-member file are read).
+enum Decompressed<R: Read> {
+    Plain(BufReader<R>),
+    Gzip(BufReader<flate2::bufread::MultiGzDecoder<BufReader<R>>>),
+}
+
+impl<R: Read> Decompressed<R> {
+    fn new(input: R) -> std::io::Result<Self> {
+        let mut input = BufReader::new(input);
+        // One fill shows both magic bytes: BufReader asks for its whole capacity.
+        let head = input.fill_buf()?;
+        Ok(if head.starts_with(&GZIP_MAGIC) {
+            Decompressed::Gzip(BufReader::new(flate2::bufread::MultiGzDecoder::new(input)))
+        } else {
+            Decompressed::Plain(input)
+        })
+    }
+}
+
+impl<R: Read> Read for Decompressed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Decompressed::Plain(r) => r.read(buf),
+            Decompressed::Gzip(r) => r.read(buf),
+        }
+    }
+}
+
+impl<R: Read> BufRead for Decompressed<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        match self {
+            Decompressed::Plain(r) => r.fill_buf(),
+            Decompressed::Gzip(r) => r.fill_buf(),
+        }
+    }
+    fn consume(&mut self, amount: usize) {
+        match self {
+            Decompressed::Plain(r) => r.consume(amount),
+            Decompressed::Gzip(r) => r.consume(amount),
+        }
+    }
+}
+
+/// A tenant table grown in order of first appearance, for readers whose tenants are names
+/// found in the rows.
+#[derive(Default)]
+struct Tenants {
+    names: Vec<String>,
+    ids: HashMap<String, TenantId>,
+}
+
+impl Tenants {
+    /// The id of `name`, added to the table if new.
+    fn id(&mut self, name: &str) -> TenantId {
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = TenantId(u32::try_from(self.names.len()).expect("fewer than 2^32 tenants"));
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+}
+
+/// Splits a job of `gpus` GPUs over nodes of `gpus_per_node`: ceil(gpus / gpus_per_node)
+/// tasks of equal size, as (tasks, GPUs per task); `None` when the count does not split evenly
+/// (9 GPUs over 8-GPU nodes) or either number is 0.
+pub fn split_gang(gpus: u32, gpus_per_node: u32) -> Option<(u32, u32)> {
+    if gpus == 0 || gpus_per_node == 0 {
+        return None;
+    }
+    let tasks = gpus.div_ceil(gpus_per_node);
+    gpus.is_multiple_of(tasks).then(|| (tasks, gpus / tasks))
 }
 
 /// Builds the trace from the rows a reader kept, naming the file if the trace is refused.
@@ -318,6 +483,87 @@ mod tests {
         assert_eq!(detect("a,b", Some("cluster04.csv")), Some(Itp));
         assert_eq!(detect("a,b", Some("jobs.csv")), None);
         assert_eq!(TraceFormat::parse(" ITP "), Some(Itp));
+        assert_eq!(detect("; Version: 2.2", None), Some(Swf));
+        assert_eq!(
+            detect("a b", Some("CTC-SP2-1996-3.1-cln.swf.gz")),
+            Some(Swf)
+        );
+        let dlrm = "instance_sn,role,app_name,cpu_request,creation_time,scheduled_time";
+        assert_eq!(detect(dlrm, None), Some(Dlrm));
+        assert_eq!(detect("", Some("disaggregated_DLRM_trace.csv")), Some(Dlrm));
+        let helios = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time";
+        assert_eq!(detect(helios, None), Some(Helios));
+        assert_eq!(detect("", Some("cluster_log.csv")), Some(Helios));
+        assert_eq!(detect("", Some("philly_trace.csv")), Some(Helios));
+        for format in TraceFormat::ALL {
+            assert_eq!(TraceFormat::parse(format.as_str()), Some(format));
+        }
+    }
+
+    #[test]
+    fn gangs_split_evenly_or_not_at_all() {
+        // 8 per node: 16 -> 2 x 8, 12 -> ceil(12/8) = 2 x 6, 9 -> 2 tasks, 9/2 not whole.
+        assert_eq!(split_gang(16, 8), Some((2, 8)));
+        assert_eq!(split_gang(12, 8), Some((2, 6)));
+        assert_eq!(split_gang(9, 8), None);
+        assert_eq!(split_gang(0, 8), None);
+        assert_eq!(split_gang(3, 0), None);
+    }
+
+    #[test]
+    fn fixtures_are_detected_and_read() {
+        let swf = read_trace(&repo_file("traces/fixtures/sample.swf"), None).unwrap();
+        let r = &swf.report;
+        // 10 jobs: 3 cancelled before start, 7 run time -1, 9 no processors.
+        assert_eq!((r.format, r.rows, r.kept), (TraceFormat::Swf, 10, 7));
+        assert_eq!(r.dropped.get(swf::CANCELLED_BEFORE_START), Some(&1));
+        assert_eq!(r.dropped.get(swf::UNKNOWN_RUN_TIME), Some(&1));
+        assert_eq!(r.dropped.get(swf::UNKNOWN_PROCESSORS), Some(&1));
+        assert_eq!(r.notes["UnixStartTime"], "946684800");
+        let helios = read_trace(&repo_file("traces/fixtures/helios_sample.csv"), None).unwrap();
+        let r = &helios.report;
+        // 12 jobs: 1000007 cancelled before start, 1000010's 9 GPUs do not split.
+        assert_eq!((r.format, r.rows, r.kept), (TraceFormat::Helios, 12, 10));
+        assert_eq!(r.dropped.get(helios::CANCELLED_BEFORE_START), Some(&1));
+        assert_eq!(r.dropped.get(helios::UNEVEN_GANG), Some(&1));
+        let gangs: Vec<(u32, u32)> = helios
+            .trace
+            .jobs()
+            .iter()
+            .filter(|j| j.tasks > 1)
+            .map(|j| (j.tasks, j.task.gpus))
+            .collect();
+        assert_eq!(gangs, [(2, 8), (4, 8), (2, 6)]);
+        assert_eq!(helios.trace.tenants(), ["vcJkd", "vchbv", "vcpDC"]);
+        let philly = read_trace(&repo_file("traces/fixtures/philly_sample.csv"), None).unwrap();
+        let r = &philly.report;
+        // 8 jobs: _10183 killed before start, _10187 never started.
+        assert_eq!((r.format, r.rows, r.kept), (TraceFormat::Helios, 8, 6));
+        assert_eq!(r.dropped.get(helios::NEVER_STARTED), Some(&1));
+        assert_eq!(r.notes[helios::ORIGIN_NOTE], "2017-10-03 03:38:40");
+    }
+
+    #[test]
+    fn gzip_files_are_detected_and_read() {
+        use std::io::Write;
+        let text = std::fs::read(repo_file("traces/fixtures/helios_sample.csv")).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&text).unwrap();
+        let dir = std::env::temp_dir().join(format!("lachesis-gz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("jobs.csv.gz");
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        let read = read_trace(&path, None).unwrap();
+        assert_eq!(
+            (read.report.format, read.report.kept),
+            (TraceFormat::Helios, 10)
+        );
+        // A truncated gzip stream is an I/O error naming the file.
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let err = read_trace(&path, Some(TraceFormat::Helios)).unwrap_err();
+        assert!(err.to_string().contains("jobs.csv.gz"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -375,6 +621,74 @@ mod tests {
             total += read.trace.len();
         }
         assert_eq!(total, 45_170);
+    }
+
+    #[test]
+    fn full_swf_logs_count() {
+        // (file, job lines, cancelled before start, unknown run time, unknown processors),
+        // checked against hpc-swf/FIELDS.txt: 77,222 + 28,476 + 243,306 = 349,004 jobs.
+        let logs = [
+            ("CTC-SP2-1996-3.1-cln.swf.gz", 77_222, 0, 0, 0),
+            ("KTH-SP2-1996-2.1-cln.swf.gz", 28_476, 0, 0, 1),
+            ("SDSC-BLUE-2000-4.2-cln.swf.gz", 243_306, 10_764, 2, 0),
+        ];
+        let mut rows = 0;
+        for (file, jobs, cancelled, no_run_time, no_procs) in logs {
+            let Some(path) = shared_traces(&format!("hpc-swf/{file}")) else {
+                return;
+            };
+            let read = read_trace(&path, None).unwrap();
+            let r = &read.report;
+            println!(
+                "{file}: {} rows, {} kept, dropped {:?}",
+                r.rows, r.kept, r.dropped
+            );
+            assert_eq!(r.format, TraceFormat::Swf);
+            assert_eq!(r.rows, jobs);
+            assert_eq!(
+                r.dropped.get(swf::CANCELLED_BEFORE_START).copied(),
+                (cancelled > 0).then_some(cancelled)
+            );
+            assert_eq!(
+                r.dropped.get(swf::UNKNOWN_RUN_TIME).copied(),
+                (no_run_time > 0).then_some(no_run_time)
+            );
+            assert_eq!(
+                r.dropped.get(swf::UNKNOWN_PROCESSORS).copied(),
+                (no_procs > 0).then_some(no_procs)
+            );
+            assert_eq!(r.kept + r.dropped_total(), r.rows);
+            assert_eq!(read.trace.len() as u64, r.kept);
+            assert!(r.notes.contains_key("UnixStartTime") && r.notes.contains_key("MaxProcs"));
+            rows += r.rows;
+        }
+        assert_eq!(rows, 349_004);
+    }
+
+    #[test]
+    fn full_dlrm_instances_count() {
+        let Some(path) = shared_traces("alibaba-dlrm-2025/disaggregated_DLRM_trace.csv") else {
+            return;
+        };
+        let read = read_trace(&path, None).unwrap();
+        let r = &read.report;
+        assert_eq!(r.format, TraceFormat::Dlrm);
+        assert_eq!((r.rows, r.kept, r.dropped_total()), (23_871, 23_871, 0));
+        // 7,280 created before the window + 8,878 alive after it - 4,677 both.
+        assert_eq!(r.censored, 11_481);
+        assert_eq!(r.notes[dlrm::WINDOW_END_NOTE], "2677541");
+        // Every instance asks for RDMA and disk; 12,248 have no density limit (-1).
+        assert_eq!(r.unmodelled[dlrm::RDMA], 23_871);
+        assert_eq!(r.unmodelled[dlrm::DISK], 23_871);
+        assert_eq!(r.unmodelled[dlrm::MAX_INSTANCE_PER_NODE], 23_871 - 12_248);
+        assert_eq!(read.trace.tenants().len(), 156);
+        let gpu = read
+            .trace
+            .jobs()
+            .iter()
+            .filter(|j| j.task.gpus == 1)
+            .count();
+        assert_eq!(gpu, 7_386);
     }
 
     #[test]

@@ -240,6 +240,23 @@ impl fmt::Display for TraceStats {
                 },
                 r.censored
             )?;
+            if !r.notes.is_empty() {
+                let notes: Vec<String> = r.notes.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                writeln!(f, "{:<14}{}", "file notes", notes.join("; "))?;
+            }
+            if !r.unmodelled.is_empty() {
+                let left_out: Vec<String> = r
+                    .unmodelled
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect();
+                writeln!(
+                    f,
+                    "{:<14}{} (jobs, left out)",
+                    "not modelled",
+                    left_out.join(", ")
+                )?;
+            }
         }
         write!(
             f,

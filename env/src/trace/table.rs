@@ -243,6 +243,32 @@ impl<'a> Row<'a> {
         parse_secs(self.str(column)).ok_or_else(|| self.expected(column, SECS_EXPECTED))
     }
 
+    /// Like [`Row::opt_secs`], but any number of decimals, rounded to the nearest millisecond:
+    /// for times written from binary floats (`475.00000000000006`).
+    pub fn opt_secs_rounded(
+        &self,
+        column: &'static str,
+    ) -> Result<Option<SimTime>, TraceReadError> {
+        let text = self.str(column).trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        parse_milli_rounded(text)
+            .map(|ms| Some(SimTime(ms)))
+            .ok_or_else(|| self.expected(column, "seconds >= 0 (decimals rounded to ms)"))
+    }
+
+    /// A non-negative decimal with at most 3 decimals, in thousandths of `unit` (`1.5` ->
+    /// 1500).
+    pub fn milli(&self, column: &'static str, unit: &str) -> Result<u64, TraceReadError> {
+        parse_milli(self.str(column)).ok_or_else(|| {
+            self.expected(
+                column,
+                &format!("a number >= 0 with at most 3 decimals ({unit})"),
+            )
+        })
+    }
+
     /// Like [`Row::secs`], but an empty field is `None`.
     pub fn opt_secs(&self, column: &'static str) -> Result<Option<SimTime>, TraceReadError> {
         if self.str(column).trim().is_empty() {
@@ -272,17 +298,38 @@ const SECS_EXPECTED: &str = "seconds >= 0 with at most 3 decimals";
 /// Parses `123`, `123.4`, `123.456` seconds into exact milliseconds, without going through
 /// floating point. Negative numbers, exponents and more than 3 decimals are refused.
 pub(crate) fn parse_secs(text: &str) -> Option<SimTime> {
-    let (whole, frac) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    parse_milli(text).map(SimTime)
+}
+
+/// Parses a non-negative decimal with at most 3 decimals (`12`, `0.5`, `1.001`) into exact
+/// thousandths (`12000`, `500`, `1001`). Signs, exponents, a bare `.` at either end and more
+/// decimals are refused, as are values whose thousandths overflow a `u64`.
+pub(crate) fn parse_milli(text: &str) -> Option<u64> {
+    decimal_milli(text, false)
+}
+
+/// Like [`parse_milli`], but any number of decimals, rounded half up to the nearest thousandth
+/// (`475.00000000000006` -> 475000, `0.0005` -> 1): for numbers written from binary floats.
+pub(crate) fn parse_milli_rounded(text: &str) -> Option<u64> {
+    decimal_milli(text, true)
+}
+
+fn decimal_milli(text: &str, round: bool) -> Option<u64> {
+    let text = text.trim();
+    let (whole, frac) = match text.split_once('.') {
+        Some((whole, frac)) if !frac.is_empty() => (whole, frac),
+        Some(_) => return None,
+        None => (text, ""),
+    };
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 3 {
-        return None;
-    }
-    if text.trim().ends_with('.') {
+    if whole.is_empty() || !digits(whole) || !digits(frac) || (!round && frac.len() > 3) {
         return None;
     }
     let whole: u64 = whole.parse().ok()?;
-    let frac_ms: u64 = format!("{frac:0<3}").parse().ok()?;
-    Some(SimTime(whole.checked_mul(1000)?.checked_add(frac_ms)?))
+    let frac = frac.as_bytes();
+    let digit = |i: usize| frac.get(i).map_or(0, |d| u64::from(d - b'0'));
+    let frac_milli = digit(0) * 100 + digit(1) * 10 + digit(2) + u64::from(digit(3) >= 5);
+    whole.checked_mul(1000)?.checked_add(frac_milli)
 }
 
 /// `value` quoted for an error message, cut to `MAX_QUOTED` characters.
@@ -350,6 +397,24 @@ mod tests {
             "1 2",
         ] {
             assert_eq!(parse_secs(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn thousandths_parse_exactly() {
+        assert_eq!(parse_milli("120.5"), Some(120_500));
+        assert_eq!(parse_milli("0.25"), Some(250));
+        assert_eq!(parse_milli("7"), Some(7_000));
+        for bad in ["", "1.", ".", "-0.5", "0.0001", "1,5"] {
+            assert_eq!(parse_milli(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_milli_rounded("475.00000000000006"), Some(475_000));
+        assert_eq!(parse_milli_rounded("7494.000999"), Some(7_494_001));
+        assert_eq!(parse_milli_rounded("0.0004"), Some(0));
+        assert_eq!(parse_milli_rounded("0.0005"), Some(1));
+        assert_eq!(parse_milli_rounded("1.9996"), Some(2_000));
+        for bad in ["", "1.", "-1", "1e3", "1.2.3"] {
+            assert_eq!(parse_milli_rounded(bad), None, "{bad:?}");
         }
     }
 
