@@ -455,7 +455,11 @@ mod props {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(96))]
+        // 96 cases by default; PROPTEST_CASES=N for a longer search.
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96),
+            ..ProptestConfig::default()
+        })]
 
         #[test]
         fn capacity_holds_every_job_ends_once_and_runs_repeat(
