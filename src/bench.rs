@@ -137,13 +137,13 @@ fn sim_speed(dir: &std::path::Path, series: &Series, policy: &str) -> Result<()>
         skip_unplaceable: true,
         ..SimConfig::default()
     };
-    println!(
+    outln!(
         "policy {policy}; one core; wall times cover setup and simulation, not reading the trace\n"
     );
 
     let itp = dir.join("msft-itp-2021");
     if itp.is_dir() {
-        println!("ITP clusters (sized by `auto`: 8-GPU V100 nodes, offered load <= 0.8):");
+        outln!("ITP clusters (sized by `auto`: 8-GPU V100 nodes, offered load <= 0.8):");
         let mut files: Vec<PathBuf> = std::fs::read_dir(&itp)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "csv"))
@@ -154,7 +154,7 @@ fn sim_speed(dir: &std::path::Path, series: &Series, policy: &str) -> Result<()>
             let trace = read_trace(f, None)?.trace;
             let cluster = itp_cluster(&trace)?;
             let r = replay(&trace, cluster, policy, &cfg)?;
-            println!(
+            outln!(
                 "  {:<14} {:>6} jobs on {:>4} nodes: {:>8.4} s, {:>10.0} events/s",
                 f.file_name()
                     .map(|n| n.to_string_lossy())
@@ -168,21 +168,21 @@ fn sim_speed(dir: &std::path::Path, series: &Series, policy: &str) -> Result<()>
             events += r.0.summary.events;
             wall += r.0.summary.wall_s;
         }
-        println!(
+        outln!(
             "  all {} clusters: {jobs} jobs in {wall:.3} s ({:.0} jobs/s, {:.0} events/s)\n",
             files.len(),
             jobs as f64 / wall,
             events as f64 / wall
         );
     } else {
-        println!("ITP: skipped, {} not found\n", itp.display());
+        outln!("ITP: skipped, {} not found\n", itp.display());
     }
 
     let openb = dir.join("alibaba-openb-2023/openb_pod_list_default.csv");
     if openb.is_file() {
         let trace = read_trace(&openb, None)?.trace;
         let (r, _) = replay(&trace, load_cluster("openb")?, policy, &cfg)?;
-        println!(
+        outln!(
             "openb: {} pods on the 1523-node openb cluster: {:.3} s ({:.0} jobs/s, {:.0} events/s)\n",
             trace.len(),
             r.summary.wall_s,
@@ -190,13 +190,17 @@ fn sim_speed(dir: &std::path::Path, series: &Series, policy: &str) -> Result<()>
             r.summary.events as f64 / r.summary.wall_s
         );
     } else {
-        println!("openb: skipped, {} not found\n", openb.display());
+        outln!("openb: skipped, {} not found\n", openb.display());
     }
 
-    println!("Job scaling: {nodes} nodes x 8 GPUs, synthetic load {load}:");
-    println!(
+    outln!("Job scaling: {nodes} nodes x 8 GPUs, synthetic load {load}:");
+    outln!(
         "  {:>9} {:>10} {:>9} {:>12} {:>10}",
-        "jobs", "events", "wall s", "ns/event", "vs first"
+        "jobs",
+        "events",
+        "wall s",
+        "ns/event",
+        "vs first"
     );
     let mut base = None;
     let mut n = 1000;
@@ -207,10 +211,14 @@ fn sim_speed(dir: &std::path::Path, series: &Series, policy: &str) -> Result<()>
         print_scale_row(n, &r, &mut base);
         n *= 10;
     }
-    println!("\nNode scaling: {node_series_jobs} synthetic jobs at load {load}:");
-    println!(
+    outln!("\nNode scaling: {node_series_jobs} synthetic jobs at load {load}:");
+    outln!(
         "  {:>9} {:>10} {:>9} {:>12} {:>10}",
-        "nodes", "events", "wall s", "ns/event", "vs first"
+        "nodes",
+        "events",
+        "wall s",
+        "ns/event",
+        "vs first"
     );
     let mut base = None;
     let mut k = 100;
@@ -227,7 +235,7 @@ fn sim_speed(dir: &std::path::Path, series: &Series, policy: &str) -> Result<()>
 fn print_scale_row(size: usize, r: &SimResult, base: &mut Option<f64>) {
     let ns = r.summary.wall_s * 1e9 / r.summary.events as f64;
     let first = *base.get_or_insert(ns);
-    println!(
+    outln!(
         "  {:>9} {:>10} {:>9.3} {:>12.0} {:>9.2}x",
         size,
         r.summary.events,
@@ -261,9 +269,13 @@ fn replay(
 /// Rows per second of reading and normalizing each trace file (best of `repeats` runs, so a
 /// noisy neighbour does not decide the figure; the median is printed too).
 pub fn read_speed(files: &[PathBuf], repeats: usize) -> Result<()> {
-    println!(
+    outln!(
         "{:<48} {:>9} {:>10} {:>14} {:>14}",
-        "file", "rows", "jobs", "median rows/s", "best rows/s"
+        "file",
+        "rows",
+        "jobs",
+        "median rows/s",
+        "best rows/s"
     );
     let (mut all_rows, mut all_secs) = (0u64, 0.0);
     for f in files {
@@ -279,7 +291,7 @@ pub fn read_speed(files: &[PathBuf], repeats: usize) -> Result<()> {
         }
         secs.sort_by(f64::total_cmp);
         let median = secs[secs.len() / 2];
-        println!(
+        outln!(
             "{:<48} {:>9} {:>10} {:>14.0} {:>14.0}",
             f.display().to_string(),
             rows,
@@ -290,7 +302,7 @@ pub fn read_speed(files: &[PathBuf], repeats: usize) -> Result<()> {
         all_rows += rows;
         all_secs += median;
     }
-    println!(
+    outln!(
         "all: {all_rows} rows in {all_secs:.3} s (medians): {:.0} rows/s",
         all_rows as f64 / all_secs
     );

@@ -1,5 +1,26 @@
 //! `lachesis`: the command line. One binary, subcommands; each lives in its own module.
 
+/// `println!` that ends the program quietly when stdout is closed (e.g. piped into `head`)
+/// instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            crate::stdout_failed(e);
+        }
+    }};
+}
+
+/// `print!` with the same handling as `outln!`.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout(), $($arg)*) {
+            crate::stdout_failed(e);
+        }
+    }};
+}
+
 mod bench;
 mod progress;
 mod simulate;
@@ -72,9 +93,19 @@ fn error_chain(e: &anyhow::Error) -> String {
     line
 }
 
+/// A closed stdout (a pipe whose reader left) ends the program successfully; any other write
+/// error is reported.
+fn stdout_failed(e: std::io::Error) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("error: writing to stdout: {e}");
+    std::process::exit(1);
+}
+
 fn list_policies() {
-    println!("Policies are named ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit.\n");
+    outln!("Policies are named ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit.\n");
     for info in lachesis_env::policy::policy_catalog() {
-        println!("  {:<10} {:<12} {}", info.part, info.name, info.summary);
+        outln!("  {:<10} {:<12} {}", info.part, info.name, info.summary);
     }
 }

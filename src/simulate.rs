@@ -135,11 +135,11 @@ pub fn run(args: &Args) -> Result<()> {
         write_outputs(dir, &result)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result.summary)?);
+        outln!("{}", serde_json::to_string_pretty(&result.summary)?);
     } else {
-        print!("{}", summary_table(&result.summary));
+        out!("{}", summary_table(&result.summary));
         if let Some(dir) = &args.out {
-            println!("outputs: {}", dir.display());
+            outln!("outputs: {}", dir.display());
         }
     }
     Ok(())

@@ -89,9 +89,9 @@ pub fn run(cmd: &Command) -> Result<()> {
                 .transpose()?;
             let stats = TraceStats::compute(&read.trace, Some(&read.report), cluster.as_ref());
             if *json {
-                println!("{}", serde_json::to_string_pretty(&stats)?);
+                outln!("{}", serde_json::to_string_pretty(&stats)?);
             } else {
-                print!("{stats}");
+                out!("{stats}");
             }
         }
         Command::Convert { path, format, out } => {
@@ -99,7 +99,7 @@ pub fn run(cmd: &Command) -> Result<()> {
             let read = read_trace(path, format)?;
             write_trace(&read.trace, out)?;
             let r = &read.report;
-            println!(
+            outln!(
                 "{}: {} rows read as {}, {} jobs written to {}, {} dropped, {} censored",
                 path.display(),
                 r.rows,
@@ -110,7 +110,7 @@ pub fn run(cmd: &Command) -> Result<()> {
                 r.censored
             );
             for (reason, n) in &r.dropped {
-                println!("  dropped {reason}: {n}");
+                outln!("  dropped {reason}: {n}");
             }
         }
         Command::Sample {
@@ -135,7 +135,7 @@ pub fn run(cmd: &Command) -> Result<()> {
                 bail!("the sample of {} is empty", path.display());
             }
             write_trace(&trace, out)?;
-            println!("{} jobs written to {}", trace.len(), out.display());
+            outln!("{} jobs written to {}", trace.len(), out.display());
         }
         Command::Split {
             path,
@@ -156,9 +156,9 @@ pub fn run(cmd: &Command) -> Result<()> {
                 ("test", &split.test),
             ] {
                 write_trace(part, &out.join(format!("{name}.csv")))?;
-                println!("{name:<11} {:>8} jobs", part.len());
+                outln!("{name:<11} {:>8} jobs", part.len());
             }
-            println!(
+            outln!(
                 "cuts at {:.3} s and {:.3} s (trace time)",
                 split.cuts[0].secs_f64(),
                 split.cuts[1].secs_f64()
@@ -168,7 +168,7 @@ pub fn run(cmd: &Command) -> Result<()> {
                 let file = out.join("episodes.json");
                 fs::write(&file, serde_json::to_string_pretty(&windows)?)
                     .with_context(|| format!("writing {}", file.display()))?;
-                println!(
+                outln!(
                     "{episodes} training windows of {episode_jobs} jobs in {}",
                     file.display()
                 );

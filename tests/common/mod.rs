@@ -1,6 +1,9 @@
 //! Helpers shared by the end-to-end tests: run the real `lachesis` binary from the workspace
 //! root, so that trace paths are the checked-in `traces/...` and appear as such in summaries.
 
+// Each test crate uses a subset of these helpers.
+#![allow(dead_code)]
+
 use serde_json::Value;
 use std::process::{Command, Output};
 

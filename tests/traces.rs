@@ -1,0 +1,115 @@
+//! Every shipped excerpt and every shared trace goes through the CLI: `trace stats` counts
+//! what the READMEs and FIELDS.txt say, `trace convert` writes a normalized trace that reads
+//! back with the same jobs, and the excerpts replay.
+
+mod common;
+
+use common::{lachesis, stdout_json};
+use std::path::{Path, PathBuf};
+
+/// (path, rows read, jobs kept) of each shipped excerpt, as its README states.
+const EXCERPTS: &[(&str, u64, u64)] = &[
+    ("traces/tiny.csv", 20, 20),
+    ("traces/itp/cluster10.csv", 260, 260),
+    ("traces/openb/openb_pod_excerpt.csv", 400, 381),
+    ("traces/swf/KTH-SP2-1996-2.1-cln-first1000.swf", 1000, 1000),
+    ("traces/dlrm/dlrm_every48th.csv", 498, 498),
+    ("traces/fixtures/helios_sample.csv", 12, 10),
+    ("traces/fixtures/philly_sample.csv", 8, 6),
+    ("traces/fixtures/sample.swf", 10, 7),
+];
+
+fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lachesis-traces-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// `trace stats --json` agrees with `expected` rows and jobs; `convert` keeps every job.
+fn check_converts(path: &str, rows: u64, jobs: u64, out: &Path) {
+    let stats = stdout_json(&["trace", "stats", path, "--json"]);
+    assert_eq!(stats["read"]["rows"], rows, "{path}: rows");
+    assert_eq!(stats["jobs"], jobs, "{path}: jobs");
+    let normalized = out.join("normalized.csv");
+    let n = normalized.to_str().expect("UTF-8 temp path");
+    let conv = lachesis(&["trace", "convert", path, "--out", n]);
+    assert!(
+        conv.status.success(),
+        "{path}: {}",
+        String::from_utf8_lossy(&conv.stderr)
+    );
+    let back = stdout_json(&["trace", "stats", n, "--json"]);
+    assert_eq!(back["jobs"], jobs, "{path}: converted");
+    assert_eq!(
+        back["gpu_hours"], stats["gpu_hours"],
+        "{path}: converted GPU work"
+    );
+    assert_eq!(back["span_s"], stats["span_s"], "{path}: converted span");
+}
+
+#[test]
+fn excerpts_count_what_their_readmes_say_and_convert() {
+    let dir = temp_dir("excerpts");
+    for (path, rows, jobs) in EXCERPTS {
+        check_converts(path, *rows, *jobs, &dir);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn excerpts_replay_on_sized_clusters() {
+    for (path, _, jobs) in EXCERPTS {
+        // CPU-only logs (SWF) need CPU capacity: 128 64-core nodes hold the KTH jobs.
+        let cluster = if path.ends_with(".swf") {
+            "128x0:CPU"
+        } else {
+            "auto"
+        };
+        let s = stdout_json(&[
+            "simulate",
+            "--trace",
+            path,
+            "--cluster",
+            cluster,
+            "--json",
+            "--skip-unplaceable",
+        ]);
+        let done = s["finished"].as_u64().unwrap() + s["skipped_unplaceable"].as_u64().unwrap();
+        assert_eq!(done, *jobs, "{path}: {s}");
+    }
+}
+
+/// FIELDS.txt's verified counts: (file under the shared traces, rows, jobs kept).
+const SHARED: &[(&str, u64, u64)] = &[
+    ("msft-itp-2021/cluster01.csv", 1595, 1595),
+    ("msft-itp-2021/cluster04.csv", 15802, 15802),
+    ("alibaba-openb-2023/openb_pod_list_default.csv", 8152, 7255),
+    ("hpc-swf/CTC-SP2-1996-3.1-cln.swf.gz", 77_222, 77_222),
+    ("hpc-swf/KTH-SP2-1996-2.1-cln.swf.gz", 28_476, 28_475),
+    ("hpc-swf/SDSC-BLUE-2000-4.2-cln.swf.gz", 243_306, 232_540),
+    (
+        "alibaba-dlrm-2025/disaggregated_DLRM_trace.csv",
+        23_871,
+        23_871,
+    ),
+];
+
+#[test]
+fn every_shared_trace_converts() {
+    let root = std::env::var_os("LACHESIS_SHARED_TRACES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces"));
+    if !root.is_dir() {
+        println!(
+            "skipped: no shared traces at {} (set LACHESIS_SHARED_TRACES)",
+            root.display()
+        );
+        return;
+    }
+    let dir = temp_dir("shared");
+    for (file, rows, jobs) in SHARED {
+        let path = root.join(file);
+        check_converts(path.to_str().unwrap(), *rows, *jobs, &dir);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
