@@ -72,6 +72,8 @@ pub struct ClusterState {
     allocated_by_model: Vec<u64>,
     /// Power of every GPU idling, watts (fixed by the spec).
     idle_watts: f64,
+    /// Allocated milli-CPU over the whole cluster.
+    allocated_cpu_milli: u64,
 }
 
 impl ClusterState {
@@ -96,6 +98,7 @@ impl ClusterState {
             mem_free,
             running: BTreeMap::new(),
             idle_watts: 0.0,
+            allocated_cpu_milli: 0,
         };
         state.idle_watts = state
             .spec
@@ -153,6 +156,10 @@ impl ClusterState {
     /// Allocated milli-GPU over the whole cluster.
     pub fn allocated_gpu_milli(&self) -> u64 {
         self.allocated_by_model.iter().sum()
+    }
+    /// Allocated milli-CPU over the whole cluster.
+    pub fn allocated_cpu_milli(&self) -> u64 {
+        self.allocated_cpu_milli
     }
     /// GPU power draw now, watts: every GPU idles at its idle draw, and allocated shares add
     /// `(busy - idle)` pro rata.
@@ -311,6 +318,7 @@ impl ClusterState {
         }
         self.cpu_free[node.index()] -= task.cpu_milli;
         self.mem_free[node.index()] -= task.mem_mib;
+        self.allocated_cpu_milli += task.cpu_milli;
         if let Some(m) = self.spec.node(node).gpu_model {
             self.allocated_by_model[m.index()] += task.gpu_milli_total();
         }
@@ -333,6 +341,7 @@ impl ClusterState {
         }
         self.cpu_free[node.index()] += task.cpu_milli;
         self.mem_free[node.index()] += task.mem_mib;
+        self.allocated_cpu_milli -= task.cpu_milli;
         assert!(
             self.cpu_free[node.index()] <= spec.cpu_milli
                 && self.mem_free[node.index()] <= spec.mem_mib,
@@ -432,7 +441,9 @@ impl ClusterState {
         if fresh.cpu_free != self.cpu_free || fresh.mem_free != self.mem_free {
             return Err("CPU or memory free capacity disagrees with the running jobs".into());
         }
-        if fresh.allocated_by_model != self.allocated_by_model {
+        if fresh.allocated_by_model != self.allocated_by_model
+            || fresh.allocated_cpu_milli != self.allocated_cpu_milli
+        {
             return Err("allocated GPU totals disagree with the running jobs".into());
         }
         let keys: Vec<NodeKey> = self.spec.node_ids().map(|n| self.compute_key(n)).collect();

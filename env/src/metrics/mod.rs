@@ -4,7 +4,7 @@
 //! - JCT = finish - submit; wait = first start - submit; run = finish - first start.
 //! - Bounded slowdown = max(1, JCT / max(run, 10 s)).
 //! - Makespan = last finish - first submit, over every job replayed.
-//! - Time averages (GPU allocation, fragmentation, queue length) and energy are integrated over
+//! - Time averages (GPU and CPU allocation, fragmentation, queue length) and energy are integrated over
 //!   the measured interval: from the first submit plus the warm-up to the last finish.
 //! - Jobs submitted during the warm-up run but are left out of the job statistics.
 
@@ -89,6 +89,8 @@ pub struct Summary {
     pub gpu_alloc_rate: f64,
     /// Time-averaged FGD fragmentation / total GPU capacity.
     pub frag_gpu_rate: f64,
+    /// Time-averaged allocated / total CPU capacity.
+    pub cpu_alloc_rate: f64,
     pub avg_queue_len: f64,
     pub energy_kwh: f64,
     pub preemptions: u64,

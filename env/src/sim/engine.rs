@@ -72,6 +72,7 @@ struct Hidden {
 struct Integrals {
     last: SimTime,
     alloc_milli_ms: f64,
+    cpu_milli_ms: f64,
     frag_milli_ms: f64,
     queue_ms: f64,
     energy_wms: f64,
@@ -519,6 +520,7 @@ impl<'t> Simulator<'t> {
             let dt = t.saturating_sub(from).ms() as f64;
             let cluster = self.cluster.borrow();
             self.acc.alloc_milli_ms += cluster.allocated_gpu_milli() as f64 * dt;
+            self.acc.cpu_milli_ms += cluster.allocated_cpu_milli() as f64 * dt;
             self.acc.energy_wms += cluster.gpu_power_watts() * dt;
             self.acc.frag_milli_ms += self.frag.total_milli() * dt;
             self.acc.queue_ms += self.pending.len() as f64 * dt;
@@ -619,6 +621,11 @@ impl<'t> Simulator<'t> {
             makespan_s: last_finish.saturating_sub(first).secs_f64(),
             gpu_alloc_rate: per_capacity(self.acc.alloc_milli_ms),
             frag_gpu_rate: per_capacity(self.acc.frag_milli_ms),
+            cpu_alloc_rate: if spec.total_cpu_milli() > 0 {
+                per_time(self.acc.cpu_milli_ms) / spec.total_cpu_milli() as f64
+            } else {
+                0.0
+            },
             avg_queue_len: per_time(self.acc.queue_ms),
             energy_kwh: self.acc.energy_wms / 3_600_000.0 / 1000.0,
             preemptions: self.preemptions,
