@@ -605,7 +605,8 @@ mod tests {
         assert_eq!(report.dropped.get(openb::NEVER_SCHEDULED), Some(&897));
         assert_eq!(report.dropped_total(), 897);
         assert_eq!(report.kept, 8152 - 897);
-        assert_eq!(report.censored, 5193);
+        // 5193 Running pods, 34 of them deleted at the collection end (12,902,960 s).
+        assert_eq!(report.censored, 34);
         assert_eq!(read.trace.len(), 7255);
     }
 
