@@ -5,10 +5,10 @@ use anyhow::{Context, Result, bail};
 use lachesis_env::cluster::{ClusterSpec, load_cluster};
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
-use lachesis_env::policy::build_policy;
+use lachesis_env::policy::{PolicyOptions, build_policy_with};
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, SizingRule, parse_window, scale_to_load};
 use lachesis_env::trace::read_trace;
-use lachesis_env::units::parse_duration;
+use lachesis_env::units::{SimTime, parse_duration};
 use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -123,7 +123,7 @@ pub fn run(args: &Args) -> Result<()> {
     if let Some(load) = args.load {
         trace = scale_to_load(&trace, &spec, load).context("--load")?;
     }
-    let mut policy = build_policy(&args.policy, cfg.seed)?;
+    let mut policy = build_policy_with(&args.policy, &policy_options(&trace, cfg.seed))?;
     let sim = Simulator::new(&trace, Arc::clone(&spec), &cfg)?;
     let mut bar = RunProgress::new(args.quiet || args.json);
     let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));
@@ -143,6 +143,20 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What policies are built with: the seed, and the trace's true durations for the explicitly
+/// named `*-oracle` orderings (upper bounds); every other part ignores them.
+pub fn policy_options(trace: &Trace, seed: u64) -> PolicyOptions {
+    let durations: Vec<SimTime> = trace
+        .jobs()
+        .iter()
+        .map(|j| trace.true_duration(j.id))
+        .collect();
+    PolicyOptions {
+        seed,
+        oracle_durations: Some(durations.into()),
+    }
 }
 
 /// Writes `summary.json`, `jobs.csv`, `timeline.csv` into `dir` (created if missing).

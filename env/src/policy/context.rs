@@ -51,6 +51,7 @@ pub struct DecisionContext<'a> {
     runtime: &'a [JobRuntime],
     pending: &'a BTreeSet<JobId>,
     cluster: &'a RefCell<ClusterState>,
+    finished: &'a [JobId],
 }
 
 impl<'a> DecisionContext<'a> {
@@ -69,7 +70,17 @@ impl<'a> DecisionContext<'a> {
             runtime,
             pending,
             cluster,
+            finished: &[],
         }
+    }
+    /// The jobs that finished since the previous decision (what a scheduler sees complete; their
+    /// observed run time is `attained_ms`). Learned duration predictors feed on these.
+    pub fn with_recently_finished(mut self, finished: &'a [JobId]) -> Self {
+        self.finished = finished;
+        self
+    }
+    pub fn recently_finished(&self) -> &'a [JobId] {
+        self.finished
     }
     pub fn now(&self) -> SimTime {
         self.now

@@ -28,6 +28,23 @@ pub trait Placer: Send {
     fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>>;
 }
 
+/// Changes a decision after the ordering pass: backfilling more jobs, or preempting running
+/// ones to place waiting ones. Works through the same planner, so it sees what the pass
+/// placed.
+pub trait Modifier: Send {
+    fn name(&self) -> &str;
+    /// `rest` holds the pending jobs the pass did not place, in the ordering's order (for a
+    /// blocking ordering, the blocked head first and everything behind it).
+    fn extend(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        placer: &mut dyn Placer,
+        rest: &[JobId],
+        decision: &mut Decision,
+    );
+}
+
 /// First come, first served, strictly: the oldest pending job goes first and, if it cannot be
 /// placed, nobody behind it starts (no backfilling; that is the `easy` modifier's job).
 #[derive(Debug, Default)]
@@ -70,11 +87,12 @@ impl Placer for StrategyPlacer {
     }
 }
 
-/// An ordering and a placer as one policy, named `ORDER/PLACE`.
+/// An ordering, a placer and modifiers as one policy, named `ORDER/PLACE[/MODIFIER...]`.
 pub struct Composite {
     name: String,
     ordering: Box<dyn Ordering>,
     placer: Box<dyn Placer>,
+    modifiers: Vec<Box<dyn Modifier>>,
 }
 
 impl std::fmt::Debug for Composite {
@@ -87,11 +105,24 @@ impl std::fmt::Debug for Composite {
 
 impl Composite {
     pub fn new(ordering: Box<dyn Ordering>, placer: Box<dyn Placer>) -> Self {
-        let name = format!("{}/{}", ordering.name(), placer.name());
+        Self::with_modifiers(ordering, placer, Vec::new())
+    }
+
+    pub fn with_modifiers(
+        ordering: Box<dyn Ordering>,
+        placer: Box<dyn Placer>,
+        modifiers: Vec<Box<dyn Modifier>>,
+    ) -> Self {
+        let mut name = format!("{}/{}", ordering.name(), placer.name());
+        for m in &modifiers {
+            name.push('/');
+            name.push_str(m.name());
+        }
         Composite {
             name,
             ordering,
             placer,
+            modifiers,
         }
     }
 }
@@ -104,13 +135,32 @@ impl Policy for Composite {
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
         let mut decision = Decision::default();
         let blocks = self.ordering.blocks_on_failure();
+        let keep_rest = !self.modifiers.is_empty();
+        let mut rest = Vec::new();
         let mut planner = ctx.planner();
-        for id in self.ordering.order(ctx) {
+        let mut order = self.ordering.order(ctx);
+        for id in order.by_ref() {
             match self.placer.place(&mut planner, ctx.job(id)) {
                 Some(tasks) => decision.placements.push(Placement { job: id, tasks }),
-                None if blocks => break,
+                None if blocks => {
+                    if keep_rest {
+                        rest.push(id);
+                        rest.extend(order);
+                    }
+                    break;
+                }
+                None if keep_rest => rest.push(id),
                 None => {}
             }
+        }
+        for m in &mut self.modifiers {
+            m.extend(
+                ctx,
+                &mut planner,
+                self.placer.as_mut(),
+                &rest,
+                &mut decision,
+            );
         }
         Ok(decision)
     }

@@ -11,9 +11,9 @@ mod planner;
 mod registry;
 
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
-pub use heuristic::{Composite, Fifo, Ordering, Placer, StrategyPlacer};
+pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
 pub use planner::Planner;
-pub use registry::{PolicyInfo, build_policy, policy_catalog};
+pub use registry::{PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog};
 
 use crate::cluster::TaskPlacement;
 use crate::units::JobId;

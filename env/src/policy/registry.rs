@@ -1,10 +1,22 @@
 //! The registry: policy names (`ORDER/PLACE[/MODIFIER...]`) to constructors. Configuration
 //! and the command line pick policies by these names; nobody edits code to switch.
 
-use super::heuristic::{Composite, Fifo, Ordering, Placer, StrategyPlacer};
+use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
 use super::{Policy, PolicyError};
 use crate::cluster::FitStrategy;
+use crate::units::SimTime;
 use serde::Serialize;
+use std::sync::Arc;
+
+/// What a policy is built with besides its name.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyOptions {
+    /// Seed for randomised parts.
+    pub seed: u64,
+    /// True durations by job id, for the explicitly labelled `oracle` orderings only (upper
+    /// bounds, never a real scheduler's knowledge). `None` everywhere else.
+    pub oracle_durations: Option<Arc<[SimTime]>>,
+}
 
 /// One registered part, for `lachesis` help and docs.
 #[derive(Debug, Clone, Serialize)]
@@ -15,14 +27,17 @@ pub struct PolicyInfo {
     pub summary: &'static str,
 }
 
-type OrderingCtor = fn(u64) -> Box<dyn Ordering>;
-type PlacerCtor = fn(u64) -> Box<dyn Placer>;
+type OrderingCtor = fn(&PolicyOptions) -> Result<Box<dyn Ordering>, String>;
+type PlacerCtor = fn(&PolicyOptions) -> Box<dyn Placer>;
+type ModifierCtor = fn(&PolicyOptions) -> Box<dyn Modifier>;
 
 const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[(
     "fifo",
     "first come, first served; the head of the queue blocks the rest",
-    |_| Box::new(Fifo),
+    |_| Ok(Box::new(Fifo)),
 )];
+
+const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[];
 
 const PLACEMENTS: &[(&str, &str, PlacerCtor)] = &[
     ("first-fit", "lowest-numbered node that fits", |_| {
@@ -56,11 +71,30 @@ pub fn policy_catalog() -> Vec<PolicyInfo> {
         name: n,
         summary: s,
     });
-    orderings.chain(placements).collect()
+    let modifiers = MODIFIERS.iter().map(|(n, s, _)| PolicyInfo {
+        part: "modifier",
+        name: n,
+        summary: s,
+    });
+    orderings.chain(placements).chain(modifiers).collect()
 }
 
 /// Builds the policy `name` (e.g. `fifo/best-fit`); `seed` feeds any randomised part.
 pub fn build_policy(name: &str, seed: u64) -> Result<Box<dyn Policy>, PolicyError> {
+    build_policy_with(
+        name,
+        &PolicyOptions {
+            seed,
+            oracle_durations: None,
+        },
+    )
+}
+
+/// Builds the policy `name` with `options` (an `oracle` ordering needs true durations).
+pub fn build_policy_with(
+    name: &str,
+    options: &PolicyOptions,
+) -> Result<Box<dyn Policy>, PolicyError> {
     let unknown = |hint: String| PolicyError::UnknownName {
         name: name.to_string(),
         hint,
@@ -83,14 +117,25 @@ pub fn build_policy(name: &str, seed: u64) -> Result<Box<dyn Policy>, PolicyErro
             names(PLACEMENTS.iter().map(|e| e.0))
         ))
     })?;
-    if let Some(m) = modifiers.first() {
-        return Err(unknown(format!(
-            "no modifier `{m}` (none are registered yet)"
-        )));
-    }
-    Ok(Box::new(Composite::new(
-        (ordering.2)(seed),
-        (placer.2)(seed),
+    let modifiers = modifiers
+        .iter()
+        .map(|m| {
+            let entry = MODIFIERS.iter().find(|e| e.0 == *m).ok_or_else(|| {
+                let known = if MODIFIERS.is_empty() {
+                    "none are registered yet".to_string()
+                } else {
+                    format!("known: {}", names(MODIFIERS.iter().map(|e| e.0)))
+                };
+                unknown(format!("no modifier `{m}` ({known})"))
+            })?;
+            Ok((entry.2)(options))
+        })
+        .collect::<Result<Vec<_>, PolicyError>>()?;
+    let ordering = (ordering.2)(options).map_err(unknown)?;
+    Ok(Box::new(Composite::with_modifiers(
+        ordering,
+        (placer.2)(options),
+        modifiers,
     )))
 }
 

@@ -88,6 +88,8 @@ pub struct Simulator<'t> {
     runtime: Vec<JobRuntime>,
     hidden: Vec<Hidden>,
     pending: BTreeSet<JobId>,
+    /// Jobs finished since the previous decision.
+    recently_finished: Vec<JobId>,
     heap: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
     seq: u64,
     next_arrival: usize,
@@ -187,6 +189,7 @@ impl<'t> Simulator<'t> {
             runtime,
             hidden,
             pending: BTreeSet::new(),
+            recently_finished: Vec::new(),
             heap: BinaryHeap::new(),
             seq: 0,
             next_arrival: 0,
@@ -259,6 +262,7 @@ impl<'t> Simulator<'t> {
             &self.pending,
             &self.cluster,
         )
+        .with_recently_finished(&self.recently_finished)
     }
 
     /// Processes events until the policy should be asked (jobs pending after a batch): `true`.
@@ -281,6 +285,7 @@ impl<'t> Simulator<'t> {
     /// Invalid or infeasible parts are counted in `rejected_decisions` and skipped.
     pub fn apply(&mut self, decision: &Decision) {
         self.decisions += 1;
+        self.recently_finished.clear();
         for id in &decision.preemptions {
             if !self.preempt(*id) {
                 self.rejected += 1;
@@ -387,6 +392,7 @@ impl<'t> Simulator<'t> {
         rt.run_start = None;
         rt.state = JobState::Finished;
         self.hidden[id.index()].finish = Some(self.now);
+        self.recently_finished.push(id);
         self.running -= 1;
         self.finished += 1;
     }
