@@ -7,6 +7,7 @@
 
 mod context;
 mod heuristic;
+pub mod order;
 mod planner;
 mod registry;
 
