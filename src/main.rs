@@ -22,7 +22,9 @@ macro_rules! out {
 }
 
 mod bench;
+mod compare;
 mod progress;
+mod report;
 mod simulate;
 mod trace_cmd;
 
@@ -42,6 +44,8 @@ struct Cli {
 enum Command {
     /// Replay a trace on a cluster under a policy; print the summary, write the outputs.
     Simulate(simulate::Args),
+    /// Compare policies on identical windows, loads and seeds: tables, report, plots.
+    Compare(compare::Args),
     /// Work with traces.
     Trace {
         #[command(subcommand)]
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(&args),
+        Command::Compare(args) => compare::run(&args),
         Command::Trace { command } => trace_cmd::run(&command),
         Command::Policies => {
             list_policies();

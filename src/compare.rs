@@ -1,0 +1,539 @@
+//! `lachesis compare`: every policy on identical windows, loads and seeds, with paired
+//! differences against a baseline (bootstrap 95% intervals), wins and losses, a terminal
+//! table, `report.md`, `report.html` with SVG plots, `runs.csv` and `comparison.json`.
+
+use crate::simulate::{load_trace, policy_options, resolve_cluster};
+use anyhow::{Context, Result, bail};
+use lachesis_env::cluster::ClusterSpec;
+use lachesis_env::job::Trace;
+use lachesis_env::metrics::paired::{Better, Paired, paired};
+use lachesis_env::metrics::{Summary, TimelineRow};
+use lachesis_env::policy::build_policy_with;
+use lachesis_env::sim::{SimConfig, Simulator, scale_to_load};
+use lachesis_env::trace::split::random_windows;
+use lachesis_env::units::{SimTime, parse_duration};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Trace to compare on (default: the bundled ITP cluster 10 excerpt).
+    #[arg(long, default_value = "traces/itp/cluster10.csv")]
+    pub trace: PathBuf,
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Cluster: preset, shape, TOML file, or auto[:G:MODEL@LOAD] sized from the whole trace.
+    #[arg(long, default_value = "auto")]
+    pub cluster: String,
+    /// Policies, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fifo/best-fit,fifo/first-fit,fifo/worst-fit,sjf/best-fit,tiresias/best-fit,drf/best-fit"
+    )]
+    pub policies: Vec<String>,
+    /// The policy the others are compared against (default: the first).
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Seeds per window and load.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
+    /// Random windows of the trace (0 = the whole trace once).
+    #[arg(long, default_value_t = 5)]
+    pub windows: usize,
+    /// Jobs per window.
+    #[arg(long, default_value_t = 100)]
+    pub window_jobs: usize,
+    /// Offered loads to scale each window to, comma-separated ("none" keeps the trace's own).
+    #[arg(long, value_delimiter = ',', default_value = "0.7,0.9")]
+    pub load: Vec<String>,
+    /// Periodic decision tick (for preempting policies), e.g. 5m.
+    #[arg(long)]
+    pub tick: Option<String>,
+    /// Where the report goes.
+    #[arg(long, default_value = "out/compare")]
+    pub out: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Bootstrap resamples per interval.
+    #[arg(long, default_value_t = 2000)]
+    pub resamples: usize,
+}
+
+/// One metric of the report.
+struct Metric {
+    key: &'static str,
+    label: &'static str,
+    better: Better,
+    get: fn(&Summary) -> f64,
+}
+
+const METRICS: &[Metric] = &[
+    Metric {
+        key: "avg_jct_s",
+        label: "avg JCT (s)",
+        better: Better::Lower,
+        get: |s| s.avg_jct_s,
+    },
+    Metric {
+        key: "p50_jct_s",
+        label: "median JCT (s)",
+        better: Better::Lower,
+        get: |s| s.p50_jct_s,
+    },
+    Metric {
+        key: "p95_jct_s",
+        label: "p95 JCT (s)",
+        better: Better::Lower,
+        get: |s| s.p95_jct_s,
+    },
+    Metric {
+        key: "p99_jct_s",
+        label: "p99 JCT (s)",
+        better: Better::Lower,
+        get: |s| s.p99_jct_s,
+    },
+    Metric {
+        key: "avg_wait_s",
+        label: "avg wait (s)",
+        better: Better::Lower,
+        get: |s| s.avg_wait_s,
+    },
+    Metric {
+        key: "avg_bsld",
+        label: "avg bounded slowdown",
+        better: Better::Lower,
+        get: |s| s.avg_bsld,
+    },
+    Metric {
+        key: "makespan_s",
+        label: "makespan (s)",
+        better: Better::Lower,
+        get: |s| s.makespan_s,
+    },
+    Metric {
+        key: "gpu_alloc_rate",
+        label: "GPU allocation rate",
+        better: Better::Higher,
+        get: |s| s.gpu_alloc_rate,
+    },
+    Metric {
+        key: "frag_gpu_rate",
+        label: "GPU fragmentation rate",
+        better: Better::Lower,
+        get: |s| s.frag_gpu_rate,
+    },
+    Metric {
+        key: "energy_kwh",
+        label: "energy (kWh)",
+        better: Better::Lower,
+        get: |s| s.energy_kwh,
+    },
+    Metric {
+        key: "jain_fairness",
+        label: "tenant fairness (Jain)",
+        better: Better::Higher,
+        get: |s| s.jain_fairness,
+    },
+    Metric {
+        key: "preemption_waste_gpu_h",
+        label: "preemption waste (GPU-h)",
+        better: Better::Lower,
+        get: |s| s.preemption_waste_gpu_h,
+    },
+];
+
+/// One unit: a window at a load with a seed; every policy runs on it.
+#[derive(Debug, Clone, Serialize)]
+struct Unit {
+    window: usize,
+    from_s: f64,
+    to_s: f64,
+    load: Option<f64>,
+    seed: u64,
+}
+
+/// What one run leaves for the report.
+#[derive(Debug, Clone, Serialize)]
+struct Run {
+    policy: String,
+    unit: usize,
+    summary: Summary,
+    #[serde(skip)]
+    jcts: Vec<f64>,
+    #[serde(skip)]
+    timeline: Vec<TimelineRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct MetricReport {
+    key: &'static str,
+    label: &'static str,
+    better: Better,
+    /// Per policy: mean over units.
+    means: Vec<f64>,
+    /// Per policy: against the baseline (`None` for the baseline itself).
+    paired: Vec<Option<Paired>>,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let started = Instant::now();
+    let mut trace = load_trace(&args.trace, args.format.as_deref())?;
+    trace.name = args.trace.display().to_string();
+    let cluster = Arc::new(resolve_cluster(&args.cluster, &trace)?);
+    if args.policies.is_empty() {
+        bail!("--policies: give at least one policy");
+    }
+    let baseline = args
+        .baseline
+        .clone()
+        .unwrap_or_else(|| args.policies[0].clone());
+    let Some(base_idx) = args.policies.iter().position(|p| *p == baseline) else {
+        bail!("--baseline {baseline} is not among --policies");
+    };
+    for p in &args.policies {
+        build_policy_with(p, &policy_options(&trace, 0))?;
+    }
+    let loads = parse_loads(&args.load)?;
+    let mut cfg = SimConfig {
+        skip_unplaceable: true,
+        timeline_interval_s: 600.0,
+        ..SimConfig::default()
+    };
+    if let Some(t) = &args.tick {
+        cfg.tick_s = parse_duration(t)
+            .map_err(anyhow::Error::msg)
+            .context("--tick")?
+            .secs_f64();
+    }
+    let windows: Vec<(f64, f64)> = if args.windows == 0 {
+        vec![(0.0, f64::INFINITY)]
+    } else {
+        random_windows(&trace, args.window_jobs, args.windows, 0)?
+            .iter()
+            .map(|w| (w.from_s, w.to_s))
+            .collect()
+    };
+    let mut units = Vec::new();
+    for (w, (from_s, to_s)) in windows.iter().enumerate() {
+        for load in &loads {
+            for seed in 0..args.seeds.max(1) {
+                units.push(Unit {
+                    window: w,
+                    from_s: *from_s,
+                    to_s: *to_s,
+                    load: *load,
+                    seed,
+                });
+            }
+        }
+    }
+    let jobs: Vec<(usize, usize)> = (0..units.len())
+        .flat_map(|u| (0..args.policies.len()).map(move |p| (u, p)))
+        .collect();
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Vec<Result<Run>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((u, p)) = jobs.get(i) else { break };
+                        done.push((
+                            i,
+                            run_one(&trace, &cluster, &units[*u], *u, &args.policies[*p], &cfg),
+                        ));
+                    }
+                    done
+                })
+            })
+            .collect();
+        let mut all: Vec<(usize, Result<Run>)> = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a compare worker panicked"))
+            .collect();
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, r)| r).collect()
+    });
+    let runs: Vec<Run> = results.into_iter().collect::<Result<_>>()?;
+    let reports = metric_reports(&runs, &args.policies, base_idx, units.len(), args.resamples);
+    let wall_s = started.elapsed().as_secs_f64();
+    let setup = Setup {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        trace: trace.name.clone(),
+        trace_jobs: trace.len(),
+        cluster: cluster.name.clone(),
+        cluster_desc: cluster.describe(),
+        policies: args.policies.clone(),
+        baseline: baseline.clone(),
+        units: units.len(),
+        windows: windows.len(),
+        window_jobs: args.window_jobs,
+        loads: loads.clone(),
+        seeds: args.seeds.max(1),
+        runs: runs.len(),
+        threads,
+        wall_s,
+    };
+    crate::report::write(
+        &args.out,
+        &setup,
+        &units,
+        &runs_view(&runs, &args.policies),
+        &reports_view(&reports),
+    )?;
+    out!("{}", terminal_table(&setup, &reports));
+    outln!("report: {}", args.out.join("report.md").display());
+    Ok(())
+}
+
+fn parse_loads(loads: &[String]) -> Result<Vec<Option<f64>>> {
+    loads
+        .iter()
+        .map(|l| match l.trim() {
+            "none" => Ok(None),
+            x => match x.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+                _ => bail!("--load: `{x}` is not an offered load > 0 (or `none`)"),
+            },
+        })
+        .collect()
+}
+
+fn run_one(
+    trace: &Trace,
+    cluster: &Arc<ClusterSpec>,
+    unit: &Unit,
+    u: usize,
+    policy: &str,
+    cfg: &SimConfig,
+) -> Result<Run> {
+    let to = if unit.to_s.is_finite() {
+        SimTime::from_secs_f64(unit.to_s).unwrap_or(SimTime::MAX)
+    } else {
+        SimTime::MAX
+    };
+    let from = SimTime::from_secs_f64(unit.from_s).unwrap_or(SimTime::ZERO);
+    let mut window = trace.window(from, to);
+    if let Some(load) = unit.load {
+        window = scale_to_load(&window, cluster, load)
+            .with_context(|| format!("window {} at load {load}", unit.window))?;
+    }
+    let cfg = SimConfig {
+        seed: unit.seed,
+        ..cfg.clone()
+    };
+    let mut p = build_policy_with(policy, &policy_options(&window, unit.seed))?;
+    let r = Simulator::new(&window, Arc::clone(cluster), &cfg)?.run(p.as_mut(), &mut |_| {});
+    let jcts = r
+        .jobs
+        .iter()
+        .filter(|j| j.measured)
+        .filter_map(|j| j.jct())
+        .map(SimTime::secs_f64)
+        .collect();
+    Ok(Run {
+        policy: policy.to_string(),
+        unit: u,
+        summary: r.summary,
+        jcts,
+        timeline: r.timeline,
+    })
+}
+
+fn metric_reports(
+    runs: &[Run],
+    policies: &[String],
+    base: usize,
+    units: usize,
+    resamples: usize,
+) -> Vec<MetricReport> {
+    let n = policies.len();
+    // runs are ordered unit-major, policy-minor.
+    let value = |m: &Metric, p: usize| -> Vec<f64> {
+        (0..units)
+            .map(|u| (m.get)(&runs[u * n + p].summary))
+            .collect()
+    };
+    METRICS
+        .iter()
+        .map(|m| {
+            let base_values = value(m, base);
+            let means = (0..n)
+                .map(|p| lachesis_env::metrics::mean(&value(m, p)))
+                .collect();
+            let paired = (0..n)
+                .map(|p| {
+                    (p != base).then(|| paired(&base_values, &value(m, p), m.better, resamples, 7))
+                })
+                .collect();
+            MetricReport {
+                key: m.key,
+                label: m.label,
+                better: m.better,
+                means,
+                paired,
+            }
+        })
+        .collect()
+}
+
+/// The run's setup, for the report's header.
+#[derive(Debug, Serialize)]
+pub struct Setup {
+    pub command: String,
+    pub trace: String,
+    pub trace_jobs: usize,
+    pub cluster: String,
+    pub cluster_desc: String,
+    pub policies: Vec<String>,
+    pub baseline: String,
+    pub units: usize,
+    pub windows: usize,
+    pub window_jobs: usize,
+    pub loads: Vec<Option<f64>>,
+    pub seeds: u64,
+    pub runs: usize,
+    pub threads: usize,
+    pub wall_s: f64,
+}
+
+/// Views handed to the report writer (kept apart so it does not depend on this module's
+/// private types).
+pub struct RunView<'a> {
+    pub policy: &'a str,
+    pub policy_idx: usize,
+    pub unit: usize,
+    pub summary: &'a Summary,
+    pub jcts: &'a [f64],
+    pub timeline: &'a [TimelineRow],
+}
+
+pub struct MetricView<'a> {
+    pub key: &'a str,
+    pub label: &'a str,
+    pub better: Better,
+    pub means: &'a [f64],
+    pub paired: &'a [Option<Paired>],
+}
+
+fn runs_view<'a>(runs: &'a [Run], policies: &[String]) -> Vec<RunView<'a>> {
+    runs.iter()
+        .map(|r| RunView {
+            policy: &r.policy,
+            policy_idx: policies.iter().position(|p| *p == r.policy).unwrap_or(0),
+            unit: r.unit,
+            summary: &r.summary,
+            jcts: &r.jcts,
+            timeline: &r.timeline,
+        })
+        .collect()
+}
+
+fn reports_view(reports: &[MetricReport]) -> Vec<MetricView<'_>> {
+    reports
+        .iter()
+        .map(|m| MetricView {
+            key: m.key,
+            label: m.label,
+            better: m.better,
+            means: &m.means,
+            paired: &m.paired,
+        })
+        .collect()
+}
+
+/// A number in a width-friendly form.
+pub fn fmt_num(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e5 {
+        format!("{x:.3e}")
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// `Δ [low, high] W/L` against the baseline, or `baseline`.
+pub fn fmt_paired(p: &Option<Paired>) -> String {
+    match p {
+        None => "baseline".into(),
+        Some(p) => format!(
+            "{}{} [{}, {}] {}W/{}L",
+            if p.mean_diff >= 0.0 { "+" } else { "" },
+            fmt_num(p.mean_diff),
+            fmt_num(p.ci_low),
+            fmt_num(p.ci_high),
+            p.wins,
+            p.losses
+        ),
+    }
+}
+
+fn terminal_table(setup: &Setup, reports: &[MetricReport]) -> String {
+    let mut s = String::new();
+    let loads: Vec<String> = setup
+        .loads
+        .iter()
+        .map(|l| l.map_or("trace".into(), |x| x.to_string()))
+        .collect();
+    let _ = writeln!(
+        s,
+        "{} on {} ({}): {} policies x {} units ({} windows of {} jobs x loads {} x {} seeds) = {} runs in {:.1} s on {} threads",
+        setup.trace,
+        setup.cluster,
+        setup.cluster_desc,
+        setup.policies.len(),
+        setup.units,
+        setup.windows,
+        setup.window_jobs,
+        loads.join(","),
+        setup.seeds,
+        setup.runs,
+        setup.wall_s,
+        setup.threads
+    );
+    let _ = writeln!(
+        s,
+        "paired difference vs {} with a bootstrap 95% interval, wins/losses over units\n",
+        setup.baseline
+    );
+    let width = setup
+        .policies
+        .iter()
+        .map(|p| p.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    for m in reports {
+        let arrow = match m.better {
+            Better::Lower => "lower is better",
+            Better::Higher => "higher is better",
+        };
+        let _ = writeln!(s, "{} ({arrow})", m.label);
+        for (i, p) in setup.policies.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  {p:<width$} {:>12}  {}",
+                fmt_num(m.means[i]),
+                fmt_paired(&m.paired[i])
+            );
+        }
+    }
+    s
+}

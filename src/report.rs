@@ -1,0 +1,365 @@
+//! The compare report: `report.md`, `report.html` with SVG plots (plotters' SVG backend, no
+//! system libraries), `runs.csv` (one row per run) and `comparison.json`.
+
+use crate::compare::{MetricView, RunView, Setup, fmt_num, fmt_paired};
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use serde_json::json;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+pub fn write<U: serde::Serialize>(
+    dir: &Path,
+    setup: &Setup,
+    units: &[U],
+    runs: &[RunView<'_>],
+    metrics: &[MetricView<'_>],
+) -> Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let put = |name: &str, text: String| -> Result<()> {
+        let path = dir.join(name);
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    put("runs.csv", runs_csv(runs))?;
+    let json = json!({
+        "setup": setup,
+        "units": units,
+        "metrics": metrics.iter().map(|m| json!({
+            "key": m.key, "label": m.label, "better": m.better,
+            "policies": setup.policies.iter().enumerate().map(|(i, p)| json!({
+                "policy": p, "mean": m.means[i], "vs_baseline": m.paired[i],
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    });
+    put("comparison.json", serde_json::to_string_pretty(&json)?)?;
+    let plots = [
+        ("jct_cdf.svg", jct_cdf(setup, runs)?),
+        ("load_sweep.svg", load_sweep(setup, runs, units.len())?),
+        (
+            "alloc_timeline.svg",
+            timeline(setup, runs, "allocated GPUs", |r| r.allocated_gpus)?,
+        ),
+        (
+            "queue_timeline.svg",
+            timeline(setup, runs, "queue length", |r| r.queue_len as f64)?,
+        ),
+    ];
+    for (name, svg) in &plots {
+        put(name, svg.clone())?;
+    }
+    put("report.md", markdown(setup, metrics, &plots))?;
+    put("report.html", html(setup, metrics, &plots))?;
+    Ok(())
+}
+
+fn runs_csv(runs: &[RunView<'_>]) -> String {
+    let mut s = String::from(
+        "policy,unit,avg_jct_s,p50_jct_s,p95_jct_s,p99_jct_s,avg_wait_s,avg_bsld,makespan_s,\
+         gpu_alloc_rate,frag_gpu_rate,energy_kwh,jain_fairness,preemption_waste_gpu_h,jobs,finished\n",
+    );
+    for r in runs {
+        let m = r.summary;
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.policy,
+            r.unit,
+            m.avg_jct_s,
+            m.p50_jct_s,
+            m.p95_jct_s,
+            m.p99_jct_s,
+            m.avg_wait_s,
+            m.avg_bsld,
+            m.makespan_s,
+            m.gpu_alloc_rate,
+            m.frag_gpu_rate,
+            m.energy_kwh,
+            m.jain_fairness,
+            m.preemption_waste_gpu_h,
+            m.jobs,
+            m.finished
+        );
+    }
+    s
+}
+
+fn header(setup: &Setup) -> String {
+    let loads: Vec<String> = setup
+        .loads
+        .iter()
+        .map(|l| l.map_or("trace's own".into(), |x| x.to_string()))
+        .collect();
+    format!(
+        "- trace: `{}` ({} jobs)\n- cluster: `{}`: {}\n- policies: {}; baseline `{}`\n\
+         - units: {} windows of {} jobs x offered loads {} x {} seeds = {} units, {} runs \
+         (every policy on every unit)\n- wall time: {:.2} s on {} threads\n- command: `{}`\n",
+        setup.trace,
+        setup.trace_jobs,
+        setup.cluster,
+        setup.cluster_desc,
+        setup
+            .policies
+            .iter()
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        setup.baseline,
+        setup.windows,
+        setup.window_jobs,
+        loads.join(", "),
+        setup.seeds,
+        setup.units,
+        setup.runs,
+        setup.wall_s,
+        setup.threads,
+        setup.command
+    )
+}
+
+fn markdown(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> String {
+    let mut s = String::from("# Policy comparison\n\n");
+    s.push_str(&header(setup));
+    s.push_str(
+        "\nEach cell: the mean over units, then the paired difference against the baseline \
+         (policy - baseline) with its bootstrap 95% interval, and the units where the policy did \
+         better (W) or worse (L).\n\n",
+    );
+    s.push_str("| metric | ");
+    s.push_str(
+        &setup
+            .policies
+            .iter()
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(" | "),
+    );
+    s.push_str(" |\n|---|");
+    s.push_str(&"---|".repeat(setup.policies.len()));
+    s.push('\n');
+    for m in metrics {
+        let arrow = match m.better {
+            lachesis_env::metrics::paired::Better::Lower => "↓",
+            lachesis_env::metrics::paired::Better::Higher => "↑",
+        };
+        let _ = write!(s, "| {} {arrow} |", m.label);
+        for (i, _) in setup.policies.iter().enumerate() {
+            let _ = write!(
+                s,
+                " {} <br> {} |",
+                fmt_num(m.means[i]),
+                fmt_paired(&m.paired[i])
+            );
+        }
+        s.push('\n');
+    }
+    s.push_str("\n## Plots\n\n");
+    for (name, _) in plots {
+        let _ = writeln!(s, "![{name}]({name})\n");
+    }
+    s.push_str("Per-run numbers: `runs.csv`; everything above as JSON: `comparison.json`.\n");
+    s
+}
+
+fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> String {
+    let esc = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut s = String::from(
+        "<!doctype html><meta charset=\"utf-8\"><title>Lachesis policy comparison</title>\
+         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+         td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}\
+         .ci{color:#666;font-size:85%}</style><h1>Policy comparison</h1><ul>",
+    );
+    for line in header(setup).lines() {
+        let _ = write!(s, "<li>{}</li>", esc(line.trim_start_matches("- ")));
+    }
+    s.push_str("</ul><table><tr><th>metric</th>");
+    for p in &setup.policies {
+        let _ = write!(s, "<th>{}</th>", esc(p));
+    }
+    s.push_str("</tr>");
+    for m in metrics {
+        let _ = write!(s, "<tr><td>{}</td>", esc(m.label));
+        for (i, _) in setup.policies.iter().enumerate() {
+            let _ = write!(
+                s,
+                "<td>{}<br><span class=\"ci\">{}</span></td>",
+                fmt_num(m.means[i]),
+                esc(&fmt_paired(&m.paired[i]))
+            );
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    for (_, svg) in plots {
+        let _ = write!(s, "<div>{svg}</div>");
+    }
+    s
+}
+
+/// Empirical CDF of JCT per policy, pooled over every unit.
+fn jct_cdf(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
+    let mut per_policy: Vec<Vec<f64>> = vec![Vec::new(); setup.policies.len()];
+    for r in runs {
+        per_policy[r.policy_idx].extend_from_slice(r.jcts);
+    }
+    for v in &mut per_policy {
+        v.sort_by(f64::total_cmp);
+    }
+    let max = per_policy
+        .iter()
+        .filter_map(|v| v.last())
+        .copied()
+        .fold(1.0, f64::max);
+    let series: Vec<Vec<(f64, f64)>> = per_policy
+        .iter()
+        .map(|v| {
+            v.iter()
+                .enumerate()
+                .map(|(i, x)| ((x.max(1.0)).log10(), (i + 1) as f64 / v.len() as f64))
+                .collect()
+        })
+        .collect();
+    line_chart(
+        "JCT distribution (all units)",
+        "log10 JCT (s)",
+        "fraction of jobs",
+        (0.0, max.log10().max(1.0)),
+        (0.0, 1.0),
+        &setup.policies,
+        &series,
+    )
+}
+
+/// Mean average JCT per policy at each load.
+fn load_sweep(setup: &Setup, runs: &[RunView<'_>], units: usize) -> Result<String> {
+    let loads: Vec<f64> = setup.loads.iter().map(|l| l.unwrap_or(0.0)).collect();
+    let per_load = units / loads.len().max(1) / setup.windows.max(1);
+    let _ = per_load;
+    let mut series = vec![Vec::new(); setup.policies.len()];
+    for (li, load) in loads.iter().enumerate() {
+        for (pi, s) in series.iter_mut().enumerate() {
+            // Units are window-major, then load, then seed.
+            let seeds = setup.seeds as usize;
+            let vals: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.policy_idx == pi && (r.unit / seeds) % loads.len() == li)
+                .map(|r| r.summary.avg_jct_s)
+                .collect();
+            s.push((*load, lachesis_env::metrics::mean(&vals)));
+        }
+    }
+    let ymax = series.iter().flatten().map(|p| p.1).fold(1.0, f64::max) * 1.05;
+    let (xmin, xmax) = (
+        loads.iter().copied().fold(f64::INFINITY, f64::min),
+        loads.iter().copied().fold(0.0, f64::max),
+    );
+    let (xmin, xmax) = if xmax > xmin {
+        (xmin, xmax)
+    } else {
+        (xmin - 0.1, xmax + 0.1)
+    };
+    line_chart(
+        "Average JCT vs offered load",
+        "offered load",
+        "avg JCT (s)",
+        (xmin, xmax),
+        (0.0, ymax),
+        &setup.policies,
+        &series,
+    )
+}
+
+/// A timeline of the first unit (window 0, first load, seed 0) for every policy.
+fn timeline(
+    setup: &Setup,
+    runs: &[RunView<'_>],
+    what: &str,
+    get: fn(&lachesis_env::metrics::TimelineRow) -> f64,
+) -> Result<String> {
+    let mut series = vec![Vec::new(); setup.policies.len()];
+    for r in runs.iter().filter(|r| r.unit == 0) {
+        let t0 = r.timeline.first().map_or(0.0, |p| p.time_s);
+        series[r.policy_idx] = r
+            .timeline
+            .iter()
+            .map(|p| ((p.time_s - t0) / 3600.0, get(p)))
+            .collect();
+    }
+    let xmax = series.iter().flatten().map(|p| p.0).fold(1.0, f64::max);
+    let ymax = series.iter().flatten().map(|p| p.1).fold(1.0, f64::max) * 1.05;
+    line_chart(
+        &format!("{what} over time (unit 0)"),
+        "hours",
+        what,
+        (0.0, xmax),
+        (0.0, ymax),
+        &setup.policies,
+        &series,
+    )
+}
+
+fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    x: (f64, f64),
+    y: (f64, f64),
+    names: &[String],
+    series: &[Vec<(f64, f64)>],
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x.0..x.1, y.0..y.1)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        for (i, (name, points)) in names.iter().zip(series).enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                .label(name.as_str())
+                .legend(move |(lx, ly)| {
+                    PathElement::new(vec![(lx, ly), (lx + 16, ly)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    }
+    Ok(svg)
+}
