@@ -7,13 +7,15 @@
 
 mod context;
 mod heuristic;
+mod modifier;
 pub mod order;
 mod planner;
 mod registry;
 
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
-pub use planner::Planner;
+pub use modifier::{ClassPreempt, Easy, LasPreempt};
+pub use planner::{PlanMark, Planner};
 pub use registry::{PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog};
 
 use crate::cluster::TaskPlacement;

@@ -12,7 +12,12 @@ use std::cell::RefMut;
 enum Entry {
     Took(TaskRequest, TaskPlacement),
     Freed(JobId),
+    Gave(TaskRequest, TaskPlacement),
 }
+
+/// A point in a planner's journal to come back to with [`Planner::undo_to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanMark(usize);
 
 pub struct Planner<'a> {
     state: RefMut<'a, ClusterState>,
@@ -83,10 +88,34 @@ impl<'a> Planner<'a> {
         true
     }
 
+    /// Tentatively gives back a placement reserved through this planner earlier in this
+    /// decision, to plan past that job's end (EASY's shadow time). `tasks` must be a placement
+    /// this planner reserved for `job` and still holds.
+    pub fn unreserve(&mut self, job: &JobSpec, tasks: &[TaskPlacement]) {
+        for t in tasks {
+            self.state.give_back_task(&job.task, t);
+            self.journal.push(Entry::Gave(job.task, t.clone()));
+        }
+    }
+
+    /// Where the journal is now: `undo_to` this mark undoes every later change.
+    pub fn mark(&self) -> PlanMark {
+        PlanMark(self.journal.len())
+    }
+
+    /// Undoes every tentative change made since `mark` (what-if planning: try, then undo).
+    pub fn undo_to(&mut self, mark: PlanMark) {
+        self.rollback_to(mark.0);
+    }
+
     fn rollback_to(&mut self, mark: usize) {
         while self.journal.len() > mark {
             match self.journal.pop().expect("journal longer than mark") {
                 Entry::Took(task, t) => self.state.give_back_task(&task, &t),
+                Entry::Gave(task, t) => self
+                    .state
+                    .take_task(&task, u64::MAX, &t)
+                    .expect("re-taking what this planner gave back fits"),
                 Entry::Freed(job) => {
                     let alloc = self
                         .state

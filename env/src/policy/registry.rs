@@ -2,6 +2,7 @@
 //! and the command line pick policies by these names; nobody edits code to switch.
 
 use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
+use super::modifier::{ClassPreempt, Easy, LasPreempt};
 use super::order::{
     Drf, HpcFunction, HpcPriority, PriorityOrder, Shortest, Tiresias, TiresiasConfig,
 };
@@ -92,7 +93,26 @@ const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
     ),
 ];
 
-const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[];
+const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
+    (
+        "easy",
+        "EASY backfilling: the blocked head gets a reservation at its shadow time (from run-time \
+         estimates); later jobs start now if they cannot delay it",
+        |_| Box::new(Easy::default()),
+    ),
+    (
+        "preempt",
+        "a blocked job preempts a minimal set of preemptible jobs of strictly lower class \
+         (QoS, then priority)",
+        |_| Box::new(ClassPreempt),
+    ),
+    (
+        "las-preempt",
+        "Tiresias LAS: a blocked job preempts the most-served preemptible jobs of a higher \
+         GPU-time queue (needs tick_s > 0)",
+        |_| Box::new(LasPreempt),
+    ),
+];
 
 const PLACEMENTS: &[(&str, &str, PlacerCtor)] = &[
     ("first-fit", "lowest-numbered node that fits", |_| {
@@ -212,6 +232,22 @@ mod tests {
         assert!(err.contains("known: first-fit, best-fit"), "{err}");
         let err = build_policy("fifo", 0).err().unwrap().to_string();
         assert!(err.contains("ORDER/PLACE"), "{err}");
-        assert!(build_policy("fifo/best-fit/nope", 0).is_err());
+        let err = build_policy("fifo/best-fit/nope", 0)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("known: easy, preempt, las-preempt"), "{err}");
+        assert_eq!(
+            build_policy("fifo/best-fit/preempt/easy", 0)
+                .unwrap()
+                .name(),
+            "fifo/best-fit/preempt/easy"
+        );
+        assert_eq!(
+            build_policy("fifo/first-fit/las-preempt", 0)
+                .unwrap()
+                .name(),
+            "fifo/first-fit/las-preempt"
+        );
     }
 }

@@ -1,0 +1,196 @@
+//! `las-preempt`: Tiresias' least-attained-service preemption (Gu et al., NSDI '19), in its
+//! discretised form: jobs fall into service queues, and a waiting job preempts running jobs of
+//! a strictly higher (more served) queue.
+//!
+//! Needs `tick_s > 0` in the simulation config: service grows while jobs run, and without the
+//! periodic tick the policy is only asked again at arrivals and completions.
+//!
+//! The rule, on every call:
+//!
+//! - Attained service is GPU-time, as Tiresias counts it: GPUs x wall time run, over every run
+//!   so far (a CPU-only job counts as one GPU). [`queue`] puts it in one of three queues by
+//!   [`QUEUE_LIMITS_GPU_S`] (below 1 GPU-hour, below 10, beyond). The queue boundary is the
+//!   anti-thrashing margin: a job never preempts one in its own queue, so a job that was
+//!   preempted can only come back by preempting a more-served queue, and service only grows.
+//! - The jobs the pass left unplaced are taken least-served queue first (ties in the
+//!   ordering's order). A job that fits without preempting is left alone (starting it would
+//!   jump the queue).
+//! - Its candidates are running jobs that are `preemptible`, in a strictly higher queue, and
+//!   of no more important QoS class (a best-effort job never preempts a guaranteed one);
+//!   most-served first. They are released in that order until the job fits (the policy's
+//!   placer decides); those are preempted and the job placed in the same decision. If it does
+//!   not fit even with every candidate released, nobody is preempted for it.
+
+use super::super::Decision;
+use super::super::context::DecisionContext;
+use super::super::heuristic::{Modifier, Placer};
+use super::super::planner::Planner;
+use super::{fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use crate::units::{GPU_MILLI, JobId};
+
+/// Upper bounds of the service queues but the last, GPU-seconds: 1 and 10 GPU-hours.
+pub const QUEUE_LIMITS_GPU_S: [u64; 2] = [3_600, 36_000];
+
+/// Tiresias-style LAS preemption; see the module docs for the rule.
+#[derive(Debug, Default)]
+pub struct LasPreempt;
+
+/// The service queue of a job that attained `service` milli-GPU x ms (0 = least served).
+pub fn queue(service: u128) -> usize {
+    let gpu_s = service / (u128::from(GPU_MILLI) * 1000);
+    QUEUE_LIMITS_GPU_S
+        .iter()
+        .take_while(|limit| gpu_s >= u128::from(**limit))
+        .count()
+}
+
+/// A job's attained service so far, current run included, milli-GPU x ms.
+fn service(ctx: &DecisionContext<'_>, job: JobId) -> u128 {
+    let r = ctx.runtime(job);
+    let current = u128::from(r.run_start.map_or(0, |s| ctx.now().saturating_sub(s).ms()));
+    match ctx.job(job).gpu_milli_total() {
+        // A CPU-only job counts as one GPU.
+        0 => (u128::from(r.attained_ms) + current) * u128::from(GPU_MILLI),
+        gpu_milli => r.attained_gpu_milli_ms + current * u128::from(gpu_milli),
+    }
+}
+
+impl Modifier for LasPreempt {
+    fn name(&self) -> &str {
+        "las-preempt"
+    }
+
+    fn extend(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        placer: &mut dyn Placer,
+        rest: &[JobId],
+        decision: &mut Decision,
+    ) {
+        // Running candidates, most served first (ties: the later job first).
+        let mut running: Vec<(u128, JobId)> = planner
+            .state()
+            .running()
+            .filter(|a| a.preemptible && !decision.preemptions.contains(&a.job))
+            .map(|a| (service(ctx, a.job), a.job))
+            .collect();
+        running.sort_by(|a, b| b.cmp(a));
+        let Some(top) = running.first().map(|(s, _)| queue(*s)) else {
+            return;
+        };
+        let mut waiting: Vec<(usize, JobId)> = rest
+            .iter()
+            .filter(|id| !placed(decision, **id))
+            .map(|id| (queue(service(ctx, *id)), *id))
+            .collect();
+        waiting.sort_by_key(|(q, _)| *q);
+        for (q, id) in waiting {
+            if q >= top {
+                break;
+            }
+            let job = ctx.job(id);
+            let victims: Vec<JobId> = running
+                .iter()
+                .filter(|(s, v)| queue(*s) > q && ctx.job(*v).qos >= job.qos)
+                .map(|(_, v)| *v)
+                .collect();
+            if victims.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
+                continue;
+            }
+            let Some(k) = shortest_prefix(planner, placer, job, &victims) else {
+                continue;
+            };
+            if preempt_and_place(planner, placer, job, &victims[..k], decision) {
+                running.retain(|(_, v)| !victims[..k].contains(v));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::World;
+    use super::*;
+    use crate::job::Qos;
+
+    #[test]
+    fn queues_split_at_one_and_ten_gpu_hours() {
+        let gpu_h = |h: u128| h * 3_600_000 * 1000;
+        assert_eq!(queue(0), 0);
+        assert_eq!(queue(gpu_h(1) - 1), 0);
+        assert_eq!(queue(gpu_h(1)), 1);
+        assert_eq!(queue(gpu_h(10)), 2);
+        assert_eq!(queue(gpu_h(1000)), 2);
+    }
+
+    /// One node of 4 GPUs, now = 100 000 s. Running: r1 (1 GPU, 20 h: 20 GPU-h, queue 2),
+    /// r2 (2 GPUs, 2.5 h: 5 GPU-h, queue 1), r3 (1 GPU, 0.5 h: queue 0). The node is full.
+    fn world() -> (World, [JobId; 3]) {
+        let mut w = World::new(1, 4, 100_000);
+        let r1 = w.run("r1", 0, 1, 72_000);
+        let r2 = w.run("r2", 0, 2, 9_000);
+        let r3 = w.run("r3", 0, 1, 1_800);
+        (w, [r1, r2, r3])
+    }
+
+    fn preempted(w: &World, x: JobId) -> Vec<&str> {
+        let d = w.extend(&mut LasPreempt, &[x]);
+        if !d.preemptions.is_empty() {
+            assert!(
+                d.placements.iter().any(|p| p.job == x),
+                "placed after preempting"
+            );
+        }
+        d.preemptions
+            .iter()
+            .map(|v| w.jobs[v.index()].name.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_fresh_job_preempts_the_most_served() {
+        let (mut w, _) = world();
+        let x = w.pending("x", 1, 1);
+        assert_eq!(preempted(&w, x), vec!["r1"]);
+    }
+
+    #[test]
+    fn victims_go_most_served_first_until_the_job_fits() {
+        // 2 GPUs: r1 frees 1 (no), then r2 frees 2 more (fits). r3 (queue 0) is never a
+        // candidate for a queue-0 job.
+        let (mut w, _) = world();
+        let x = w.pending("x", 1, 2);
+        assert_eq!(preempted(&w, x), vec!["r1", "r2"]);
+        // 4 GPUs would need r3 too, which is in the job's own queue: nobody is preempted.
+        let (mut w, _) = world();
+        let x = w.pending("x", 1, 4);
+        assert!(preempted(&w, x).is_empty());
+    }
+
+    #[test]
+    fn queue_boundaries_class_and_preemptibility_are_respected() {
+        // A job with 2 GPU-h attained (queue 1) may preempt only queue 2: r1.
+        let (mut w, _) = world();
+        let x = w.pending("x", 1, 1);
+        w.runtime[x.index()].attained_gpu_milli_ms = 2 * 3_600_000 * 1000;
+        w.runtime[x.index()].attained_ms = 2 * 3_600_000;
+        assert_eq!(preempted(&w, x), vec!["r1"]);
+        // With 15 GPU-h (queue 2, like r1) it preempts nobody.
+        w.runtime[x.index()].attained_gpu_milli_ms = 15 * 3_600_000 * 1000;
+        assert!(preempted(&w, x).is_empty());
+        // r1 not preemptible: the next most served, r2, goes.
+        let (mut w, [r1, _, _]) = world();
+        w.jobs[r1.index()].preemptible = false;
+        let x = w.pending("x", 1, 1);
+        assert_eq!(preempted(&w, x), vec!["r2"]);
+        // r1 guaranteed, the job (like r2) latency-sensitive: r1 is spared, r2 goes.
+        let (mut w, [r1, _, _]) = world();
+        w.jobs[r1.index()].qos = Qos::Guaranteed;
+        let x = w.pending("x", 1, 1);
+        assert_eq!(preempted(&w, x), vec!["r2"]);
+        // A best-effort job preempts neither (both more important than it).
+        w.jobs[x.index()].qos = Qos::BestEffort;
+        assert!(preempted(&w, x).is_empty());
+    }
+}

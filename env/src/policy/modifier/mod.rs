@@ -1,0 +1,87 @@
+//! The modifiers of the baseline library: what a `Composite` does, after its ordering pass,
+//! with the jobs that pass could not place. `easy` backfills around a reservation for the
+//! blocked head; `preempt` preempts lower-class jobs for a higher-class one; `las-preempt`
+//! preempts the most-served jobs for less-served ones (Tiresias). Each plans through the pass's
+//! `Planner`, so it sees what the pass (and any modifier before it) placed or preempted, and
+//! none sees a true duration. Depends on the policy seams only, never on the simulator.
+
+mod easy;
+mod las;
+mod preempt;
+
+pub use easy::Easy;
+pub use las::LasPreempt;
+pub use preempt::ClassPreempt;
+
+use super::heuristic::Placer;
+use super::planner::Planner;
+use super::{Decision, Placement};
+use crate::job::JobSpec;
+use crate::units::JobId;
+
+/// Whether an earlier part of this decision already placed `job`.
+fn placed(decision: &Decision, job: JobId) -> bool {
+    decision.placements.iter().any(|p| p.job == job)
+}
+
+/// Whether `job` fits after tentatively freeing `victims` (all of them); nothing changes.
+fn fits_after_freeing(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    victims: &[JobId],
+) -> bool {
+    let mark = planner.mark();
+    for v in victims {
+        planner.free_running(*v);
+    }
+    let fits = placer.place(planner, job).is_some();
+    planner.undo_to(mark);
+    fits
+}
+
+/// The shortest prefix of `victims` whose release lets `job` fit, freeing them in order and
+/// trying after each; `None` if not even all of them do. Nothing changes.
+fn shortest_prefix(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    victims: &[JobId],
+) -> Option<usize> {
+    let mark = planner.mark();
+    let mut found = None;
+    for (i, v) in victims.iter().enumerate() {
+        planner.free_running(*v);
+        if placer.place(planner, job).is_some() {
+            found = Some(i + 1);
+            break;
+        }
+    }
+    planner.undo_to(mark);
+    found
+}
+
+/// Preempts `victims` and places `job` in their room, for real in this decision: `false` (and
+/// nothing changed) if it does not fit after all (a placer that chooses differently this time).
+fn preempt_and_place(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    victims: &[JobId],
+    decision: &mut Decision,
+) -> bool {
+    let mark = planner.mark();
+    for v in victims {
+        planner.free_running(*v);
+    }
+    let Some(tasks) = placer.place(planner, job) else {
+        planner.undo_to(mark);
+        return false;
+    };
+    decision.preemptions.extend_from_slice(victims);
+    decision.placements.push(Placement { job: job.id, tasks });
+    true
+}
+
+#[cfg(test)]
+mod tests;

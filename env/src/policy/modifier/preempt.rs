@@ -1,0 +1,342 @@
+//! `preempt`: priority/QoS preemption with a minimal victim set.
+//!
+//! The rule, applied to each job the pass left unplaced, in the ordering's order:
+//!
+//! - A job's class is its QoS (`guaranteed` > `latency-sensitive` > `burstable` >
+//!   `best-effort`), then its priority (larger first). A job may preempt only running jobs
+//!   that are `preemptible` and of a strictly lower class: never an equal or higher class,
+//!   never a non-preemptible job, never a job this decision already preempts.
+//! - A job that fits without preempting anyone is left alone (starting it would jump the
+//!   queue; that is backfilling's business, e.g. `easy`).
+//! - Victims are ranked by the work they risk losing, cheapest first: GPU-time of their
+//!   current run (the work since the last checkpoint is at most that), then fewer GPUs, then
+//!   job id. The victim set is the first of these that lets the job fit (checked by freeing the
+//!   victims on the planner and asking the policy's placer):
+//!   1. one victim, the cheapest that suffices;
+//!   2. else, on each node holding candidates, the cheapest-first prefix of that node's
+//!      candidates that suffices, pruned so that no victim can be spared (most expensive
+//!      dropped first); the set with the fewest victims wins, then the least GPU-time, then
+//!      the lowest node;
+//!   3. else (a gang, or a job larger than a node's victims free), the same greedy prefix and
+//!      pruning over all candidates across nodes.
+//!
+//!   So no victim in the set can be spared (minimal by inclusion); the count is the smallest
+//!   for one victim and a heuristic's beyond (finding the true minimum is a set-cover search).
+//! - The victims are preempted (`Decision::preemptions`, applied before placements) and the
+//!   job placed in their room, in the same decision.
+//!
+//! Preemption cannot cycle: a victim only ever has a lower class than its preemptor.
+
+use super::super::Decision;
+use super::super::context::DecisionContext;
+use super::super::heuristic::{Modifier, Placer};
+use super::super::planner::Planner;
+use super::{fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use crate::job::{JobSpec, Qos};
+use crate::units::{JobId, NodeId};
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+/// Class-based preemption; see the module docs for the rule.
+#[derive(Debug, Default)]
+pub struct ClassPreempt;
+
+/// How important a job is: QoS first, then priority (larger tuples are more important).
+fn class(job: &JobSpec) -> (Reverse<Qos>, i32) {
+    (Reverse(job.qos), job.priority)
+}
+
+/// A running job that may be preempted, with what preempting it risks.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    job: JobId,
+    /// GPU-time of the current run, milli-GPU x ms.
+    risk: u128,
+    gpus: u64,
+}
+
+impl Candidate {
+    fn rank(&self) -> (u128, u64, JobId) {
+        (self.risk, self.gpus, self.job)
+    }
+}
+
+/// The victims for `job` among `pool` (ranked cheapest first) by the module's rule.
+fn victim_set(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    pool: &[Candidate],
+) -> Option<Vec<JobId>> {
+    let ids: Vec<JobId> = pool.iter().map(|c| c.job).collect();
+    if let Some(single) = ids
+        .iter()
+        .find(|v| fits_after_freeing(planner, placer, job, &[**v]))
+    {
+        return Some(vec![*single]);
+    }
+    let risk = |set: &[JobId]| -> u128 {
+        pool.iter()
+            .filter(|c| set.contains(&c.job))
+            .map(|c| c.risk)
+            .sum()
+    };
+    let nodes: BTreeSet<NodeId> = ids
+        .iter()
+        .filter_map(|v| planner.state().allocation(*v))
+        .flat_map(|a| a.nodes())
+        .collect();
+    let mut best: Option<(usize, u128, Vec<JobId>)> = None;
+    for node in nodes {
+        let on: Vec<JobId> = ids
+            .iter()
+            .copied()
+            .filter(|v| {
+                planner
+                    .state()
+                    .allocation(*v)
+                    .is_some_and(|a| a.tasks.iter().any(|t| t.node == node))
+            })
+            .collect();
+        let Some(k) = shortest_prefix(planner, placer, job, &on) else {
+            continue;
+        };
+        let set = prune(planner, placer, job, on[..k].to_vec());
+        let key = (set.len(), risk(&set));
+        if best.as_ref().is_none_or(|(n, r, _)| key < (*n, *r)) {
+            best = Some((key.0, key.1, set));
+        }
+    }
+    if let Some((_, _, set)) = best {
+        return Some(set);
+    }
+    let k = shortest_prefix(planner, placer, job, &ids)?;
+    Some(prune(planner, placer, job, ids[..k].to_vec()))
+}
+
+/// Drops every victim that can be spared, the most expensive (last) first.
+fn prune(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    mut set: Vec<JobId>,
+) -> Vec<JobId> {
+    for i in (0..set.len()).rev() {
+        let mut without = set.clone();
+        without.remove(i);
+        if fits_after_freeing(planner, placer, job, &without) {
+            set = without;
+        }
+    }
+    set
+}
+
+impl Modifier for ClassPreempt {
+    fn name(&self) -> &str {
+        "preempt"
+    }
+
+    fn extend(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        placer: &mut dyn Placer,
+        rest: &[JobId],
+        decision: &mut Decision,
+    ) {
+        let now = ctx.now();
+        let mut pool: Vec<Candidate> = planner
+            .state()
+            .running()
+            .filter(|a| a.preemptible && !decision.preemptions.contains(&a.job))
+            .map(|a| {
+                let spec = ctx.job(a.job);
+                let ran = ctx
+                    .runtime(a.job)
+                    .run_start
+                    .map_or(0, |s| now.saturating_sub(s).ms());
+                Candidate {
+                    job: a.job,
+                    risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
+                    gpus: spec.gpus_total(),
+                }
+            })
+            .collect();
+        pool.sort_by_key(Candidate::rank);
+        for id in rest {
+            if pool.is_empty() {
+                return;
+            }
+            if placed(decision, *id) {
+                continue;
+            }
+            let job = ctx.job(*id);
+            let lower: Vec<Candidate> = pool
+                .iter()
+                .copied()
+                .filter(|c| class(ctx.job(c.job)) < class(job))
+                .collect();
+            if lower.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
+                continue;
+            }
+            let Some(victims) = victim_set(planner, placer, job, &lower) else {
+                continue;
+            };
+            if preempt_and_place(planner, placer, job, &victims, decision) {
+                pool.retain(|c| !victims.contains(&c.job));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::World;
+    use super::*;
+    use crate::job::Qos::{BestEffort, Burstable, Guaranteed, LatencySensitive};
+
+    /// A running job for the table: name, node, GPUs, seconds run, QoS, preemptible.
+    type Run = (&'static str, u32, u32, u64, Qos, bool);
+
+    /// Two nodes of 4 GPUs, now = 1000 s. Risk = GPUs x seconds run (x 1000 milli-ms).
+    /// Default running set: node 0: a (1 GPU, 100 s: risk 100), b (1 GPU, 10 s: 10),
+    /// c (2 GPUs, 50 s: 100); node 1: d (4 GPUs, 5 s: 20). All best-effort, preemptible.
+    /// Cheapest first: b (10), d (20), a (100, 1 GPU), c (100, 2 GPUs).
+    fn base() -> Vec<Run> {
+        vec![
+            ("a", 0, 1, 100, BestEffort, true),
+            ("b", 0, 1, 10, BestEffort, true),
+            ("c", 0, 2, 50, BestEffort, true),
+            ("d", 1, 4, 5, BestEffort, true),
+        ]
+    }
+
+    fn with(mut runs: Vec<Run>, name: &str, f: impl Fn(&mut Run)) -> Vec<Run> {
+        runs.iter_mut().filter(|r| r.0 == name).for_each(f);
+        runs
+    }
+
+    /// Preempts for one blocked job of `tasks` x `gpus` GPUs and class (`qos`, `priority`);
+    /// the victims' names, sorted, and whether the job was placed.
+    fn victims(
+        runs: &[Run],
+        tasks: u32,
+        gpus: u32,
+        qos: Qos,
+        priority: i32,
+    ) -> (Vec<String>, bool) {
+        let mut w = World::new(2, 4, 1000);
+        for (name, node, g, ran, q, preemptible) in runs {
+            let id = w.run(name, *node, *g, *ran);
+            w.jobs[id.index()].qos = *q;
+            w.jobs[id.index()].preemptible = *preemptible;
+        }
+        let x = w.pending("x", tasks, gpus);
+        w.jobs[x.index()].qos = qos;
+        w.jobs[x.index()].priority = priority;
+        let d = w.extend(&mut ClassPreempt, &[x]);
+        let mut names: Vec<String> = d
+            .preemptions
+            .iter()
+            .map(|v| w.jobs[v.index()].name.clone())
+            .collect();
+        names.sort();
+        (names, d.placements.iter().any(|p| p.job == x))
+    }
+
+    /// The blocked job: tasks, GPUs per task, QoS, priority.
+    type Ask = (u32, u32, Qos, i32);
+
+    #[test]
+    fn picks_a_minimal_victim_set() {
+        let no_d = || with(base(), "d", |r| r.5 = false);
+        let cases: Vec<(&str, Vec<Run>, Ask, &[&str])> = vec![
+            // 2 GPUs: single victims cheapest first: b frees 1 (no), d frees node 1 (yes).
+            (
+                "cheapest single victim",
+                base(),
+                (1, 2, Guaranteed, 0),
+                &["d"],
+            ),
+            // d cannot go: singles b (no), a (no), c (frees 2 on node 0: yes).
+            (
+                "single victim, not the cheapest",
+                no_d(),
+                (1, 2, Guaranteed, 0),
+                &["c"],
+            ),
+            // d cannot go, 4 GPUs on node 0: no single; node 0 prefix b, a, c frees 4; none
+            // spared (each is needed for 4).
+            (
+                "whole node",
+                no_d(),
+                (1, 4, Guaranteed, 0),
+                &["a", "b", "c"],
+            ),
+            // d cannot go, 3 GPUs: node 0 prefix b (1), a (2), c (4) fits; pruning: without
+            // c 2 free (no); without a, b + c free 3 (yes) -> {b, c}; without b, 2 (no).
+            (
+                "pruned greedy prefix",
+                no_d(),
+                (1, 3, Guaranteed, 0),
+                &["b", "c"],
+            ),
+            // A gang of 2 x 4 GPUs needs both nodes: no single, no one node; across nodes
+            // b, d, a, c, all needed.
+            (
+                "gang across nodes",
+                base(),
+                (2, 4, Guaranteed, 0),
+                &["a", "b", "c", "d"],
+            ),
+            // Equal class (best-effort, priority 0): nobody.
+            ("equal class", base(), (1, 2, BestEffort, 0), &[]),
+            // Higher priority within best-effort is a higher class; d is still cheapest.
+            (
+                "priority breaks a QoS tie",
+                base(),
+                (1, 2, BestEffort, 1),
+                &["d"],
+            ),
+            // d guaranteed (above burstable), c non-preemptible: singles b, a (no); node 0
+            // candidates b, a free 2 together: {a, b}.
+            (
+                "never a higher class or a non-preemptible job",
+                with(with(base(), "d", |r| r.4 = Guaranteed), "c", |r| {
+                    r.5 = false
+                }),
+                (1, 2, Burstable, 0),
+                &["a", "b"],
+            ),
+            // Only latency-sensitive jobs run: a burstable job preempts none of them.
+            (
+                "lower class preempts nobody",
+                base()
+                    .into_iter()
+                    .map(|mut r| {
+                        r.4 = LatencySensitive;
+                        r
+                    })
+                    .collect(),
+                (1, 1, Burstable, 0),
+                &[],
+            ),
+        ];
+        for (what, runs, (tasks, gpus, qos, prio), want) in cases {
+            let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+            let placed = !want.is_empty();
+            assert_eq!(
+                victims(&runs, tasks, gpus, qos, prio),
+                (want, placed),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_job_that_fits_preempts_nobody() {
+        // Node 1 is empty: a 2-GPU guaranteed job fits without preempting.
+        let runs: Vec<Run> = base().into_iter().filter(|r| r.0 != "d").collect();
+        assert_eq!(victims(&runs, 1, 2, Guaranteed, 0), (vec![], false));
+    }
+}
