@@ -10,7 +10,7 @@
 
 mod frag;
 
-pub use frag::{FragTracker, TaskMix};
+pub use frag::{FragTracker, MixCounts, TaskMix};
 
 use crate::units::SimTime;
 use serde::{Deserialize, Serialize};

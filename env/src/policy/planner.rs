@@ -14,6 +14,10 @@ enum Entry {
     Freed(JobId),
 }
 
+/// A point in a planner's journal to roll back to (see `Planner::mark`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanMark(usize);
+
 pub struct Planner<'a> {
     state: RefMut<'a, ClusterState>,
     journal: Vec<Entry>,
@@ -52,7 +56,7 @@ impl<'a> Planner<'a> {
     /// Tentatively takes the given placement (for placers with their own node choice).
     pub fn reserve(&mut self, job: &JobSpec, tasks: &[TaskPlacement]) -> Result<(), Infeasible> {
         let mask = self.state.spec().model_mask(&job.gpu_types);
-        let mark = self.journal.len();
+        let mark = self.mark();
         for t in tasks {
             if let Err(e) = self.state.take_task(&job.task, mask, t) {
                 self.rollback_to(mark);
@@ -83,8 +87,15 @@ impl<'a> Planner<'a> {
         true
     }
 
-    fn rollback_to(&mut self, mark: usize) {
-        while self.journal.len() > mark {
+    /// The current point of the plan, to undo everything after it with `rollback_to` (a
+    /// placer that reserves a gang task by task and then finds a task without room).
+    pub fn mark(&self) -> PlanMark {
+        PlanMark(self.journal.len())
+    }
+
+    /// Undoes every tentative change made since `mark`, latest first.
+    pub fn rollback_to(&mut self, mark: PlanMark) {
+        while self.journal.len() > mark.0 {
             match self.journal.pop().expect("journal longer than mark") {
                 Entry::Took(task, t) => self.state.give_back_task(&task, &t),
                 Entry::Freed(job) => {
@@ -106,6 +117,6 @@ impl<'a> Planner<'a> {
 
 impl Drop for Planner<'_> {
     fn drop(&mut self) {
-        self.rollback_to(0);
+        self.rollback_to(PlanMark(0));
     }
 }
