@@ -28,7 +28,8 @@ impl RunProgress {
             return;
         }
         let bar = self.bar.get_or_insert_with(|| {
-            let bar = ProgressBar::with_draw_target(Some(p.jobs), ProgressDrawTarget::stderr());
+            let bar = ProgressBar::with_draw_target(Some(p.jobs), ProgressDrawTarget::stderr())
+                .with_elapsed(self.started.elapsed());
             bar.set_style(
                 ProgressStyle::with_template(
                     "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs done, ETA {eta} {msg}",

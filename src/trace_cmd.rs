@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use lachesis_env::job::Trace;
 use lachesis_env::sim::parse_window;
 use lachesis_env::trace::split::{random_windows, split_by_time};
-use lachesis_env::trace::{TraceFormat, TraceStats, read_trace, write_normalized};
+use lachesis_env::trace::{TraceFormat, TraceStats, WorkloadModel, read_trace, write_normalized};
 use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -46,6 +46,29 @@ pub enum Command {
         /// Keep at most this many jobs (the earliest, after --window).
         #[arg(long)]
         jobs: Option<usize>,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Fit a workload model (arrival rhythm and bursts, job shapes, durations, tenants) to a
+    /// trace and save it as JSON.
+    Fit {
+        path: PathBuf,
+        #[arg(long)]
+        format: Option<String>,
+        /// Model file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Draw a synthetic trace from a fitted model (same seed, same trace).
+    Synth {
+        /// Model file written by `lachesis trace fit`.
+        model: PathBuf,
+        /// Jobs to draw.
+        #[arg(long, default_value_t = 10_000)]
+        jobs: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output file (normalized CSV).
         #[arg(long)]
         out: PathBuf,
     },
@@ -136,6 +159,36 @@ pub fn run(cmd: &Command) -> Result<()> {
             }
             write_trace(&trace, out)?;
             outln!("{} jobs written to {}", trace.len(), out.display());
+        }
+        Command::Fit { path, format, out } => {
+            let trace = load_trace(path, format.as_deref())?;
+            let model = WorkloadModel::fit(&trace)
+                .with_context(|| format!("fitting {}", path.display()))?;
+            model.save(out)?;
+            let parts = model.parts();
+            outln!(
+                "{}: fitted {} jobs ({:.1} jobs/day, {} job classes) -> {}",
+                path.display(),
+                parts.fitted_jobs,
+                parts.jobs_per_day,
+                parts.mix.classes.len(),
+                out.display()
+            );
+        }
+        Command::Synth {
+            model,
+            jobs,
+            seed,
+            out,
+        } => {
+            let model = WorkloadModel::load(model)?;
+            let trace = model.synth(*jobs, *seed);
+            write_trace(&trace, out)?;
+            outln!(
+                "{} jobs (seed {seed}) written to {}",
+                trace.len(),
+                out.display()
+            );
         }
         Command::Split {
             path,

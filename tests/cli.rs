@@ -165,12 +165,14 @@ fn out_dir_holds_the_summary_jobs_and_timeline() {
         let mut lines = jobs_csv.lines();
         assert_eq!(
             lines.next(),
-            Some("job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,measured,nodes")
+            Some(
+                "job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,tenant,measured,nodes"
+            )
         );
         let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
         assert_eq!(rows.len() as u64, count(&printed, "jobs"), "{trace}");
         for row in &rows {
-            assert_eq!(row.len(), 11, "{trace}: {row:?}");
+            assert_eq!(row.len(), 12, "{trace}: {row:?}");
             let t = |i: usize| -> f64 {
                 row[i]
                     .parse()
@@ -181,8 +183,9 @@ fn out_dir_holds_the_summary_jobs_and_timeline() {
             // Fields are printed to the millisecond.
             assert!((t(4) - (start - submit)).abs() < 2e-3, "wait: {row:?}");
             assert!((t(5) - (end - submit)).abs() < 2e-3, "jct: {row:?}");
-            assert_eq!(row[9], "true", "{trace}: no warm-up, every job measured");
-            assert!(!row[10].is_empty(), "{trace}: a finished job ran somewhere");
+            assert!(!row[9].is_empty(), "{trace}: every job has a tenant");
+            assert_eq!(row[10], "true", "{trace}: no warm-up, every job measured");
+            assert!(!row[11].is_empty(), "{trace}: a finished job ran somewhere");
         }
 
         let timeline = fs::read_to_string(out.join("timeline.csv")).unwrap();
@@ -238,7 +241,7 @@ fn load_window_and_warmup_shape_the_run() {
     let measured: Vec<&str> = jobs_csv
         .lines()
         .skip(1)
-        .map(|l| l.split(',').nth(9).unwrap())
+        .map(|l| l.split(',').nth(10).unwrap())
         .collect();
     assert_eq!(measured.len() as u64, total);
     assert_eq!(

@@ -113,3 +113,85 @@ fn every_shared_trace_converts() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn fit_synth_split_and_sample_from_the_cli() {
+    let dir = temp_dir("fit");
+    let path = |name: &str| {
+        dir.join(name)
+            .to_str()
+            .expect("UTF-8 temp path")
+            .to_string()
+    };
+    let model = path("model.json");
+    let ok = |args: &[&str]| {
+        let out = lachesis(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    ok(&["trace", "fit", "traces/itp/cluster10.csv", "--out", &model]);
+    let synth = path("synth.csv");
+    ok(&[
+        "trace", "synth", &model, "--jobs", "500", "--seed", "4", "--out", &synth,
+    ]);
+    let again = path("again.csv");
+    ok(&[
+        "trace", "synth", &model, "--jobs", "500", "--seed", "4", "--out", &again,
+    ]);
+    assert_eq!(
+        std::fs::read(&synth).unwrap(),
+        std::fs::read(&again).unwrap(),
+        "same seed"
+    );
+    assert_eq!(
+        stdout_json(&["trace", "stats", &synth, "--json"])["jobs"],
+        500
+    );
+
+    let split = path("split");
+    ok(&[
+        "trace",
+        "split",
+        "traces/itp/cluster10.csv",
+        "--out",
+        &split,
+        "--episodes",
+        "2",
+        "--episode-jobs",
+        "20",
+    ]);
+    let stats =
+        |name: &str| stdout_json(&["trace", "stats", &format!("{split}/{name}.csv"), "--json"]);
+    let (train, val, test) = (stats("train"), stats("validation"), stats("test"));
+    let jobs = |s: &serde_json::Value| s["jobs"].as_u64().unwrap();
+    assert_eq!(jobs(&train) + jobs(&val) + jobs(&test), 260);
+    let first = |s: &serde_json::Value| s["first_submit_s"].as_f64().unwrap();
+    let last = |s: &serde_json::Value| s["last_submit_s"].as_f64().unwrap();
+    assert!(
+        last(&train) < first(&val) && last(&val) < first(&test),
+        "no overlap in time"
+    );
+    let episodes: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{split}/episodes.json")).unwrap())
+            .unwrap();
+    assert_eq!(episodes.as_array().unwrap().len(), 2);
+
+    let sample = path("sample.csv");
+    ok(&[
+        "trace",
+        "sample",
+        "traces/itp/cluster10.csv",
+        "--jobs",
+        "10",
+        "--out",
+        &sample,
+    ]);
+    assert_eq!(
+        stdout_json(&["trace", "stats", &sample, "--json"])["jobs"],
+        10
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -224,9 +224,14 @@ impl Trace {
                 });
             }
         }
-        let mut pairs: Vec<(JobSpec, SimTime)> = jobs.into_iter().zip(durations).collect();
-        pairs.sort_by_key(|(j, _)| j.submit);
-        let (mut jobs, durations): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
+        // Traces usually come sorted: then no reordering (and no copy) is needed.
+        let (mut jobs, durations) = if jobs.is_sorted_by_key(|j| j.submit) {
+            (jobs, durations)
+        } else {
+            let mut pairs: Vec<(JobSpec, SimTime)> = jobs.into_iter().zip(durations).collect();
+            pairs.sort_by_key(|(j, _)| j.submit);
+            pairs.into_iter().unzip()
+        };
         for (i, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(u32::try_from(i).expect("a trace holds fewer than 2^32 jobs"));
         }

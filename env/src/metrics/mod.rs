@@ -3,12 +3,14 @@
 //!
 //! - JCT = finish - submit; wait = first start - submit; run = finish - first start.
 //! - Bounded slowdown = max(1, JCT / max(run, 10 s)).
+//! - Fairness: Jain's index over tenants of each tenant's mean run / JCT.
 //! - Makespan = last finish - first submit, over every job replayed.
 //! - Time averages (GPU and CPU allocation, fragmentation, queue length) and energy are integrated over
 //!   the measured interval: from the first submit plus the warm-up to the last finish.
 //! - Jobs submitted during the warm-up run but are left out of the job statistics.
 
 mod frag;
+pub mod paired;
 
 pub use frag::{FragTracker, MixCounts, TaskMix};
 
@@ -30,6 +32,8 @@ pub struct JobRecord {
     /// Node names of the last run, `;`-joined.
     pub nodes: String,
     pub gpus: u64,
+    /// The job's tenant (user, group, queue or virtual cluster).
+    pub tenant: String,
     /// Submitted after the warm-up: counted in the statistics.
     pub measured: bool,
 }
@@ -92,6 +96,9 @@ pub struct Summary {
     /// Time-averaged allocated / total CPU capacity.
     pub cpu_alloc_rate: f64,
     pub avg_queue_len: f64,
+    /// Jain's index over tenants of their mean run / JCT (1 = every tenant's jobs are slowed
+    /// down alike; 1 with one tenant).
+    pub jain_fairness: f64,
     pub energy_kwh: f64,
     pub preemptions: u64,
     /// GPU-hours of work lost to preemption (since the last checkpoint, plus restart overhead).
@@ -123,6 +130,28 @@ pub fn quantile_sorted(xs: &[f64], q: f64) -> f64 {
             xs[lo] + (xs[hi] - xs[lo]) * (pos - lo as f64)
         }
     }
+}
+
+/// Jain's fairness over tenants: each tenant's mean of run / JCT over its measured finished
+/// jobs (the inverse slowdown, in (0, 1]).
+pub(crate) fn tenant_fairness(records: &[JobRecord]) -> f64 {
+    let mut per_tenant: std::collections::BTreeMap<&str, (f64, u64)> = Default::default();
+    for r in records.iter().filter(|r| r.measured) {
+        let (Some(start), Some(end), Some(jct)) = (r.first_start, r.finish, r.jct()) else {
+            continue;
+        };
+        let run = end.saturating_sub(start).secs_f64();
+        let share = if jct.ms() == 0 {
+            1.0
+        } else {
+            run / jct.secs_f64()
+        };
+        let e = per_tenant.entry(r.tenant.as_str()).or_default();
+        e.0 += share;
+        e.1 += 1;
+    }
+    let means: Vec<f64> = per_tenant.values().map(|(s, n)| s / *n as f64).collect();
+    paired::jain(&means)
 }
 
 /// Job statistics for the summary: (avg, p50, p95, p99) of JCT and wait, (avg, p95) bsld.
@@ -179,12 +208,12 @@ fn opt_secs(t: Option<SimTime>) -> String {
 pub fn write_jobs_csv(mut out: impl Write, records: &[JobRecord]) -> std::io::Result<()> {
     writeln!(
         out,
-        "job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,measured,nodes"
+        "job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,tenant,measured,nodes"
     )?;
     for r in records {
         writeln!(
             out,
-            "{},{:.3},{},{},{},{},{},{},{},{},{}",
+            "{},{:.3},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.name),
             r.submit.secs_f64(),
             opt_secs(r.first_start),
@@ -195,6 +224,7 @@ pub fn write_jobs_csv(mut out: impl Write, records: &[JobRecord]) -> std::io::Re
                 .map_or_else(String::new, |b| format!("{b:.4}")),
             r.preemptions,
             r.gpus,
+            csv_field(&r.tenant),
             r.measured,
             csv_field(&r.nodes),
         )?;
@@ -239,6 +269,7 @@ mod tests {
             preemptions: 0,
             nodes: "n0".into(),
             gpus: 1,
+            tenant: "t".into(),
             measured: true,
         }
     }

@@ -12,7 +12,8 @@ use crate::units::JobId;
 /// Decides which pending job is considered next.
 pub trait Ordering: Send {
     fn name(&self) -> &str;
-    /// Pending jobs in the order to try them.
+    /// Pending jobs in the order to try them. Called before the decision's planner is taken,
+    /// so it may read `ctx.cluster()`, but the iterator it returns must not hold that borrow.
     fn order<'c>(
         &'c mut self,
         ctx: &'c DecisionContext<'_>,
@@ -141,8 +142,9 @@ impl Policy for Composite {
         let keep_rest = !self.modifiers.is_empty();
         let mut rest = Vec::new();
         self.placer.observe(ctx);
-        let mut planner = ctx.planner();
+        // The order first: it may read the cluster, which the planner then borrows mutably.
         let mut order = self.ordering.order(ctx);
+        let mut planner = ctx.planner();
         for id in order.by_ref() {
             match self.placer.place(&mut planner, ctx.job(id)) {
                 Some(tasks) => decision.placements.push(Placement { job: id, tasks }),

@@ -7,17 +7,13 @@
 
 mod context;
 mod heuristic;
-mod place;
+pub mod order;
+pub mod place;
 mod planner;
 mod registry;
 
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
-pub use place::{
-    DotProduct, Fgd, GpuClustering, GpuPacking, MostAllocated, NodeView, RandomFit, Topo,
-    clustering_score, dot_product_score, fgd_choice, fgd_node_choice, most_allocated_score,
-    packing_score, tasks_fitting,
-};
 pub use planner::{PlanMark, Planner};
 pub use registry::{PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog};
 

@@ -2,6 +2,9 @@
 //! and the command line pick policies by these names; nobody edits code to switch.
 
 use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
+use super::order::{
+    Drf, HpcFunction, HpcPriority, PriorityOrder, Shortest, Tiresias, TiresiasConfig,
+};
 use super::place::{DotProduct, Fgd, GpuClustering, GpuPacking, MostAllocated, RandomFit, Topo};
 use super::{Policy, PolicyError};
 use crate::cluster::FitStrategy;
@@ -32,11 +35,63 @@ type OrderingCtor = fn(&PolicyOptions) -> Result<Box<dyn Ordering>, String>;
 type PlacerCtor = fn(&PolicyOptions) -> Box<dyn Placer>;
 type ModifierCtor = fn(&PolicyOptions) -> Box<dyn Modifier>;
 
-const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[(
-    "fifo",
-    "first come, first served; the head of the queue blocks the rest",
-    |_| Ok(Box::new(Fifo)),
-)];
+const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
+    (
+        "fifo",
+        "first come, first served; the head of the queue blocks the rest",
+        |_| Ok(Box::new(Fifo)),
+    ),
+    (
+        "priority",
+        "QoS class, then priority (higher first), then submit; skips jobs that do not fit",
+        |_| Ok(Box::new(PriorityOrder)),
+    ),
+    (
+        "sjf",
+        "shortest job first on the user estimate, else a duration predictor learned online",
+        |_| Ok(Box::new(Shortest::learned(false))),
+    ),
+    (
+        "srtf",
+        "shortest remaining time first (estimate or prediction minus attained service)",
+        |_| Ok(Box::new(Shortest::learned(true))),
+    ),
+    (
+        "sjf-oracle",
+        "UPPER BOUND: shortest job first on true durations (needs oracle durations)",
+        |o| Ok(Box::new(Shortest::oracle(false, o)?)),
+    ),
+    (
+        "srtf-oracle",
+        "UPPER BOUND: shortest remaining time first on true durations (needs oracle durations)",
+        |o| Ok(Box::new(Shortest::oracle(true, o)?)),
+    ),
+    (
+        "wfp3",
+        "HPC priority -(wait/request)^3 x size; the best job blocks the rest (add /easy)",
+        |_| Ok(Box::new(HpcPriority::new(HpcFunction::Wfp3))),
+    ),
+    (
+        "unicep",
+        "HPC priority -wait / (log2(size) x request); the best job blocks the rest",
+        |_| Ok(Box::new(HpcPriority::new(HpcFunction::Unicep))),
+    ),
+    (
+        "f1",
+        "HPC priority log10(request) x size + 870 log10(submit), lowest first; blocks",
+        |_| Ok(Box::new(HpcPriority::new(HpcFunction::F1))),
+    ),
+    (
+        "tiresias",
+        "discretized 2D-LAS: queues by attained GPU service, FIFO within, starved jobs promoted",
+        |_| Ok(Box::new(Tiresias::new(&TiresiasConfig::default())?)),
+    ),
+    (
+        "drf",
+        "dominant resource fairness across tenants (progressive filling over the queue)",
+        |_| Ok(Box::new(Drf)),
+    ),
+];
 
 const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[];
 

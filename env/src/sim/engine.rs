@@ -579,6 +579,7 @@ impl<'t> Simulator<'t> {
                     .collect::<Vec<_>>()
                     .join(";"),
                 gpus: j.gpus_total(),
+                tenant: self.trace.tenant_name(j.tenant).to_string(),
                 measured: j.submit >= self.measure_start,
             })
             .collect();
@@ -633,6 +634,7 @@ impl<'t> Simulator<'t> {
                 0.0
             },
             avg_queue_len: per_time(self.acc.queue_ms),
+            jain_fairness: metrics::tenant_fairness(&records),
             energy_kwh: self.acc.energy_wms / 3_600_000.0 / 1000.0,
             preemptions: self.preemptions,
             preemption_waste_gpu_h: self.waste_gpu_milli_ms / GPU_MILLI as f64 / 3_600_000.0,

@@ -12,6 +12,7 @@
 //! reader panic. Depends on the job model only: nothing here knows of the simulator or policies.
 
 pub mod dlrm;
+pub mod fit;
 pub mod helios;
 pub mod itp;
 pub mod normalized;
@@ -22,6 +23,7 @@ pub mod swf;
 pub mod synthetic;
 mod table;
 
+pub use fit::{FitError, ModelFileError, WorkloadModel};
 pub use helios::{HeliosOptions, HeliosTenant};
 pub use itp::ItpOptions;
 pub use normalized::{TraceWriteError, write_normalized};
