@@ -111,6 +111,6 @@ fn stdout_failed(e: std::io::Error) {
 fn list_policies() {
     outln!("Policies are named ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit.\n");
     for info in lachesis_env::policy::policy_catalog() {
-        outln!("  {:<10} {:<12} {}", info.part, info.name, info.summary);
+        outln!("  {:<10} {:<15} {}", info.part, info.name, info.summary);
     }
 }

@@ -331,7 +331,7 @@ fn unknown_policy_lists_the_known_names() {
     };
     assert_mentions(&run("lifo/best-fit"), &["lifo", "fifo"]);
     assert_mentions(
-        &run("fifo/random-fit"),
+        &run("fifo/bogus-fit"),
         &["random-fit", "first-fit", "best-fit"],
     );
 }

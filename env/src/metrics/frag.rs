@@ -13,7 +13,7 @@
 //! of a class (FGD's definition has none). Kept incrementally: only changed nodes are rescored.
 
 use crate::cluster::ClusterState;
-use crate::job::Trace;
+use crate::job::{TaskRequest, Trace};
 use crate::units::{GPU_MILLI, NodeId};
 use std::collections::BTreeMap;
 
@@ -39,20 +39,94 @@ impl TaskMix {
     /// The GPU tasks of `trace` by (GPUs, share) class, weighted by how many tasks they are.
     /// CPU-only tasks do not fragment GPUs and are left out.
     pub fn from_trace(trace: &Trace) -> TaskMix {
-        let mut acc: BTreeMap<(u32, u32), (u64, u128, u128)> = BTreeMap::new();
-        for j in trace.jobs().iter().filter(|j| j.task.gpus > 0) {
-            let e = acc.entry((j.task.gpus, j.task.gpu_milli)).or_default();
-            e.0 += j.tasks as u64;
-            e.1 += j.task.cpu_milli as u128 * j.tasks as u128;
-            e.2 += j.task.mem_mib as u128 * j.tasks as u128;
+        let mut counts = MixCounts::default();
+        for j in trace.jobs() {
+            counts.add(&j.task, j.tasks);
         }
-        let mut classes: Vec<TaskClass> = acc
-            .into_iter()
-            .map(|((gpus, milli), (n, cpu, mem))| TaskClass {
+        counts.mix()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty()
+    }
+
+    /// Expected fragment of `node` now, milli-GPU.
+    pub fn node_fragment(&self, state: &ClusterState, node: NodeId) -> f64 {
+        self.fragment(
+            state.gpu_free(node),
+            state.cpu_free(node),
+            state.mem_free(node),
+        )
+    }
+
+    /// Expected fragment, milli-GPU, of a node whose GPUs have `gpu_free` milli free each and
+    /// that has `cpu_free` milli-CPU and `mem_free` MiB free (for what-if scoring).
+    pub fn fragment(&self, gpu_free: &[u16], cpu_free: u64, mem_free: u64) -> f64 {
+        if gpu_free.is_empty() {
+            return 0.0;
+        }
+        let total_free: u32 = gpu_free.iter().map(|f| u32::from(*f)).sum();
+        let whole = gpu_free
+            .iter()
+            .filter(|f| u32::from(**f) == GPU_MILLI)
+            .count() as u32;
+        let max_free = gpu_free.iter().copied().max().map_or(0, u32::from);
+        self.classes
+            .iter()
+            .map(|c| {
+                let gpu_fits = if c.milli < GPU_MILLI {
+                    max_free >= c.milli
+                } else {
+                    whole >= c.gpus
+                };
+                let fits = gpu_fits && cpu_free >= c.cpu_milli && mem_free >= c.mem_mib;
+                let fragment = if fits {
+                    let usable_from = c.milli.min(GPU_MILLI);
+                    gpu_free
+                        .iter()
+                        .map(|f| u32::from(*f))
+                        .filter(|f| *f < usable_from)
+                        .sum()
+                } else {
+                    total_free
+                };
+                c.weight * fragment as f64
+            })
+            .sum()
+    }
+}
+
+/// Task counts by (GPUs, share) class, built up job by job: a `TaskMix` in the making (from a
+/// whole trace, or online from the jobs a scheduler has seen so far).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MixCounts {
+    /// (GPUs, share) -> (tasks, total milli-CPU, total MiB).
+    acc: BTreeMap<(u32, u32), (u64, u128, u128)>,
+}
+
+impl MixCounts {
+    /// Counts the `tasks` tasks of a job asking `task` each (CPU-only tasks are left out).
+    pub fn add(&mut self, task: &TaskRequest, tasks: u32) {
+        if task.gpus == 0 || tasks == 0 {
+            return;
+        }
+        let e = self.acc.entry((task.gpus, task.gpu_milli)).or_default();
+        e.0 += u64::from(tasks);
+        e.1 += u128::from(task.cpu_milli) * u128::from(tasks);
+        e.2 += u128::from(task.mem_mib) * u128::from(tasks);
+    }
+
+    /// The mix: each class weighted by its share of the tasks, with its mean CPU and memory;
+    /// the `MAX_CLASSES` most common classes kept and renormalised.
+    pub fn mix(&self) -> TaskMix {
+        let mut classes: Vec<TaskClass> = self
+            .acc
+            .iter()
+            .map(|(&(gpus, milli), &(n, cpu, mem))| TaskClass {
                 gpus,
                 milli,
-                cpu_milli: (cpu / n as u128) as u64,
-                mem_mib: (mem / n as u128) as u64,
+                cpu_milli: (cpu / u128::from(n)) as u64,
+                mem_mib: (mem / u128::from(n)) as u64,
                 weight: n as f64,
             })
             .collect();
@@ -67,43 +141,6 @@ impl TaskMix {
             c.weight /= total;
         }
         TaskMix { classes }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.classes.is_empty()
-    }
-
-    /// Expected fragment of `node` now, milli-GPU.
-    pub fn node_fragment(&self, state: &ClusterState, node: NodeId) -> f64 {
-        let free = state.gpu_free(node);
-        if free.is_empty() {
-            return 0.0;
-        }
-        let total_free: u32 = free.iter().map(|f| u32::from(*f)).sum();
-        let whole = state.free_whole_gpus(node);
-        let max_free = free.iter().copied().max().map_or(0, u32::from);
-        let (cpu, mem) = (state.cpu_free(node), state.mem_free(node));
-        self.classes
-            .iter()
-            .map(|c| {
-                let gpu_fits = if c.milli < GPU_MILLI {
-                    max_free >= c.milli
-                } else {
-                    whole >= c.gpus
-                };
-                let fits = gpu_fits && cpu >= c.cpu_milli && mem >= c.mem_mib;
-                let fragment = if fits {
-                    let usable_from = c.milli.min(GPU_MILLI);
-                    free.iter()
-                        .map(|f| u32::from(*f))
-                        .filter(|f| *f < usable_from)
-                        .sum()
-                } else {
-                    total_free
-                };
-                c.weight * fragment as f64
-            })
-            .sum()
     }
 }
 

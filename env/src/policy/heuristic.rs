@@ -26,6 +26,9 @@ pub trait Ordering: Send {
 /// Decides where a job's tasks go, tentatively, through the planner.
 pub trait Placer: Send {
     fn name(&self) -> &str;
+    /// Sees the decision point before any placement of the decision (a placer that learns
+    /// from what the scheduler has seen, such as FGD's online task mix). Default: nothing.
+    fn observe(&mut self, _ctx: &DecisionContext<'_>) {}
     fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>>;
 }
 
@@ -138,6 +141,7 @@ impl Policy for Composite {
         let blocks = self.ordering.blocks_on_failure();
         let keep_rest = !self.modifiers.is_empty();
         let mut rest = Vec::new();
+        self.placer.observe(ctx);
         // The order first: it may read the cluster, which the planner then borrows mutably.
         let mut order = self.ordering.order(ctx);
         let mut planner = ctx.planner();

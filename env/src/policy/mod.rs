@@ -9,6 +9,7 @@ mod context;
 mod heuristic;
 mod modifier;
 pub mod order;
+pub mod place;
 mod planner;
 mod registry;
 

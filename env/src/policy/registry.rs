@@ -6,6 +6,7 @@ use super::modifier::{ClassPreempt, Easy, LasPreempt};
 use super::order::{
     Drf, HpcFunction, HpcPriority, PriorityOrder, Shortest, Tiresias, TiresiasConfig,
 };
+use super::place::{DotProduct, Fgd, GpuClustering, GpuPacking, MostAllocated, RandomFit, Topo};
 use super::{Policy, PolicyError};
 use crate::cluster::FitStrategy;
 use crate::units::SimTime;
@@ -127,6 +128,41 @@ const PLACEMENTS: &[(&str, &str, PlacerCtor)] = &[
         "worst-fit",
         "node with the most free GPU (then CPU): spreads load",
         |_| Box::new(StrategyPlacer::new("worst-fit", FitStrategy::WorstFit)),
+    ),
+    (
+        "most-allocated",
+        "Kubernetes MostAllocated: node fullest after placing (GPU, CPU, memory averaged)",
+        |_| Box::new(MostAllocated),
+    ),
+    (
+        "dot-product",
+        "Tetris: node whose free capacity best aligns with the demand (dot product)",
+        |_| Box::new(DotProduct),
+    ),
+    (
+        "gpu-packing",
+        "FGD paper's packing: shares on the fullest GPU that holds them, GPUs on the fullest node",
+        |_| Box::new(GpuPacking),
+    ),
+    (
+        "gpu-clustering",
+        "FGD paper's clustering: node already running the most tasks of the same GPU request",
+        |_| Box::new(GpuClustering),
+    ),
+    (
+        "random-fit",
+        "uniformly random node that fits (seeded)",
+        |o| Box::new(RandomFit::new(o.seed)),
+    ),
+    (
+        "fgd",
+        "Fragmentation Gradient Descent (ATC'23): least growth of fragmentation, mix learned online",
+        |_| Box::new(Fgd::default()),
+    ),
+    (
+        "topo",
+        "gangs on fewest nodes, then one NVLink domain, then one rack; single tasks best fit",
+        |_| Box::new(Topo),
     ),
 ];
 

@@ -1,0 +1,308 @@
+//! `fgd`: Fragmentation Gradient Descent (Weng et al., "Beware of Fragmentation", ATC'23):
+//! each task goes to the node, and GPU, where the expected fragmentation under the workload's
+//! task mix grows least, `Δ = F_n(after) − F_n(before)` (`metrics::TaskMix`).
+//!
+//! The mix is learned online, from the jobs the scheduler has seen arrive (pending or running
+//! at some decision), never from the trace's future.
+
+use super::{NodeView, place_task_by_task};
+use crate::cluster::{ClusterState, TaskPlacement};
+use crate::job::{JobSpec, TaskRequest};
+use crate::metrics::{MixCounts, TaskMix};
+use crate::policy::{DecisionContext, Placer, Planner};
+use crate::units::{GPU_MILLI, JobId};
+use std::collections::HashSet;
+
+/// The best way to put `task` on one node: the GPUs to use and the fragmentation change
+/// `Δ` (milli-GPU) under `mix`, the least over the node's options; `None` if it does not fit.
+/// A share considers each GPU that holds it (one per distinct free share: equal GPUs score
+/// alike); whole GPUs are interchangeable, so the lowest idle ones are taken.
+pub fn fgd_node_choice(
+    mix: &TaskMix,
+    node: &NodeView<'_>,
+    task: &TaskRequest,
+) -> Option<(f64, Vec<u8>)> {
+    if node.cpu_free < task.cpu_milli || node.mem_free < task.mem_mib {
+        return None;
+    }
+    let (cpu, mem) = (node.cpu_free - task.cpu_milli, node.mem_free - task.mem_mib);
+    let before = mix.fragment(node.gpu_free, node.cpu_free, node.mem_free);
+    let options: Vec<Vec<u8>> = if task.gpus == 0 {
+        vec![Vec::new()]
+    } else if task.is_fractional() {
+        let mut seen = Vec::new();
+        node.gpu_free
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| u32::from(**f) >= task.gpu_milli)
+            .filter(|(_, f)| {
+                let new = !seen.contains(*f);
+                seen.push(**f);
+                new
+            })
+            .map(|(i, _)| vec![i as u8])
+            .collect()
+    } else {
+        let idle: Vec<u8> = (0..node.gpu_free.len())
+            .filter(|g| u32::from(node.gpu_free[*g]) == GPU_MILLI)
+            .map(|g| g as u8)
+            .take(task.gpus as usize)
+            .collect();
+        if idle.len() < task.gpus as usize {
+            return None;
+        }
+        vec![idle]
+    };
+    let mut free = node.gpu_free.to_vec();
+    let mut best: Option<(f64, Vec<u8>)> = None;
+    for gpus in options {
+        for g in &gpus {
+            free[*g as usize] -= task.gpu_milli as u16;
+        }
+        let delta = mix.fragment(&free, cpu, mem) - before;
+        for g in &gpus {
+            free[*g as usize] += task.gpu_milli as u16;
+        }
+        if best.as_ref().is_none_or(|(b, _)| delta < *b) {
+            best = Some((delta, gpus));
+        }
+    }
+    best
+}
+
+/// The node and GPUs for one task with the least fragmentation change under `mix`, among the
+/// nodes that fit it (ties: the lowest node id), and that change.
+pub fn fgd_choice(
+    mix: &TaskMix,
+    state: &ClusterState,
+    task: &TaskRequest,
+    mask: u64,
+) -> Option<(f64, TaskPlacement)> {
+    let mut best: Option<(f64, TaskPlacement)> = None;
+    for node in state.nodes_fitting(task, mask) {
+        let Some((delta, gpus)) = fgd_node_choice(mix, &NodeView::of(state, node), task) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(b, _)| delta < *b) {
+            best = Some((delta, TaskPlacement { node, gpus }));
+        }
+    }
+    best
+}
+
+/// FGD with its task mix built from the jobs seen so far.
+#[derive(Debug, Default)]
+pub struct Fgd {
+    /// Jobs already counted in the mix.
+    seen: HashSet<JobId>,
+    counts: MixCounts,
+    mix: Option<TaskMix>,
+}
+
+impl Fgd {
+    /// Counts a job in the mix the first time it is seen.
+    fn see(&mut self, job: JobId, task: &TaskRequest, tasks: u32) {
+        if self.seen.insert(job) {
+            self.counts.add(task, tasks);
+            if task.gpus > 0 {
+                self.mix = None;
+            }
+        }
+    }
+
+    fn mix(&mut self) -> &TaskMix {
+        self.mix.get_or_insert_with(|| self.counts.mix())
+    }
+}
+
+impl Placer for Fgd {
+    fn name(&self) -> &str {
+        "fgd"
+    }
+    /// Counts the jobs pending or running now that it has not seen before.
+    fn observe(&mut self, ctx: &DecisionContext<'_>) {
+        for p in ctx.pending() {
+            self.see(p.spec.id, &p.spec.task, p.spec.tasks);
+        }
+        for a in ctx.cluster().running() {
+            self.see(a.job, &a.task, a.tasks.len() as u32);
+        }
+    }
+    fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
+        self.see(job.id, &job.task, job.tasks);
+        let mix = self.mix();
+        place_task_by_task(planner, job, |state, mask, _| {
+            fgd_choice(mix, state, &job.task, mask).map(|(_, t)| t)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::tests::job;
+    use crate::policy::place::test_util::{cluster, share, view};
+    use crate::units::NodeId;
+    use proptest::prelude::*;
+    use std::cell::RefCell;
+
+    /// A mix of the given (task, count) classes.
+    fn mix_of(classes: &[(TaskRequest, u32)]) -> TaskMix {
+        let mut c = MixCounts::default();
+        for (t, n) in classes {
+            c.add(t, *n);
+        }
+        c.mix()
+    }
+
+    #[test]
+    fn node_choice_follows_the_definition() {
+        // Mix: half 1-GPU tasks, half 500 shares (1 core, 1 GiB each). Node of 4 GPUs.
+        let mix = mix_of(&[(TaskRequest::whole(1, 1000, 1024), 1), (share(500), 1)]);
+        // GPUs free [1000, 1000, 600, 1000]. Before: whole tasks can't use 600 (fragment 600),
+        // shares can: 0.5 * 600 + 0.5 * 0 = 300.
+        // A 500 share on GPU 2 leaves 100: whole 100, share 100 -> 100. Δ = -200.
+        // On GPU 0 it leaves [500, 1000, 600, 1000]: whole 1100, share 0 -> 550. Δ = +250.
+        // GPUs 1 and 3 equal GPU 0 (not scored again). Best: GPU 2, Δ = -200.
+        let gpus = [1000, 1000, 600, 1000];
+        let (delta, pick) = fgd_node_choice(&mix, &view(&gpus, 8000, 32_768), &share(500)).unwrap();
+        assert_eq!(pick, vec![2]);
+        assert!((delta + 200.0).abs() < 1e-9, "{delta}");
+        // A whole GPU: the first idle one, leaving [0, 1000, 600, 1000]: still 300. Δ = 0.
+        let w = TaskRequest::whole(1, 1000, 1024);
+        let (delta, pick) = fgd_node_choice(&mix, &view(&gpus, 8000, 32_768), &w).unwrap();
+        assert_eq!((pick, delta), (vec![0], 0.0));
+        // Taking the last core: nothing fits after, so all 3600 - 500 = 3100 left free is
+        // fragment, whichever GPU: Δ = 3100 - 300 = 2800.
+        let (delta, _) = fgd_node_choice(&mix, &view(&gpus, 1000, 32_768), &share(500)).unwrap();
+        assert!((delta - 2800.0).abs() < 1e-9, "{delta}");
+        // Does not fit: None.
+        assert!(fgd_node_choice(&mix, &view(&gpus, 500, 32_768), &share(500)).is_none());
+    }
+
+    #[test]
+    fn picks_the_node_that_fragments_least() {
+        // Mix: only 2-GPU tasks. Node 0 has 2 idle GPUs, node 1 has 3. A 1-GPU task:
+        // on node 0 it leaves 1 idle GPU, where no 2-GPU task fits: fragment 0 -> 1000,
+        // Δ = +1000. On node 1 it leaves 2 idle: still fits, Δ = 0. FGD takes node 1, where
+        // best fit would take node 0.
+        let mix = mix_of(&[(TaskRequest::whole(2, 0, 0), 1)]);
+        let s = cluster(
+            2,
+            &[
+                (0, TaskRequest::whole(2, 0, 0), vec![0, 1]),
+                (1, TaskRequest::whole(1, 0, 0), vec![0]),
+            ],
+        );
+        let one = TaskRequest::whole(1, 0, 0);
+        let (delta, t) = fgd_choice(&mix, &s, &one, u64::MAX).unwrap();
+        assert_eq!((t.node, t.gpus, delta), (NodeId(1), vec![1], 0.0));
+        // Through the placer, having seen five 2-GPU tasks and now this job: mix 5/6 2-GPU,
+        // 1/6 1-GPU. Node 0: Δ = 5/6 * 1000; node 1: Δ = 0. Node 1 again.
+        let cell = RefCell::new(s);
+        let mut planner = Planner::new(cell.borrow_mut());
+        let mut fgd = Fgd::default();
+        fgd.see(JobId(100), &TaskRequest::whole(2, 0, 0), 5);
+        let mut j = job("j", 0, one);
+        j.id = JobId(101);
+        assert_eq!(fgd.place(&mut planner, &j).unwrap()[0].node, NodeId(1));
+    }
+
+    /// Allocates a random small world: tasks drawn from a few shapes onto nodes picked among
+    /// those that fit.
+    fn random_state(nodes: usize, picks: &[(u8, u8)]) -> ClusterState {
+        let shapes = [
+            TaskRequest::whole(1, 1000, 2048),
+            TaskRequest::whole(2, 2000, 4096),
+            share(250),
+            share(500),
+            share(750),
+            TaskRequest::whole(0, 3000, 8192),
+        ];
+        let mut s = cluster(nodes, &[]);
+        for (i, (shape, pick)) in picks.iter().enumerate() {
+            let task = shapes[*shape as usize % shapes.len()];
+            let fits: Vec<NodeId> = s.nodes_fitting(&task, u64::MAX).collect();
+            if fits.is_empty() {
+                continue;
+            }
+            let node = fits[*pick as usize % fits.len()];
+            let t = s
+                .fit_task_on(&task, u64::MAX, node, crate::cluster::FitStrategy::WorstFit)
+                .expect("node fits");
+            let mut j = job("r", 0, task);
+            j.id = JobId(i as u32);
+            s.allocate(&j, vec![t]).expect("fits");
+        }
+        s
+    }
+
+    proptest! {
+        /// FGD's choice is the least Δ over every node and GPU that fits, measured on the real
+        /// state after placing: so it never increases fragmentation when some option does not.
+        #[test]
+        fn never_worse_than_any_option(
+            nodes in 1usize..4,
+            picks in prop::collection::vec((0u8..6, 0u8..8), 0..14),
+            mix_counts in prop::collection::vec(0u32..4, 7),
+            task_shape in 0u8..7,
+        ) {
+            let s = random_state(nodes, &picks);
+            let shapes = [
+                TaskRequest::whole(1, 1000, 2048),
+                TaskRequest::whole(2, 2000, 4096),
+                share(250),
+                share(500),
+                share(750),
+                TaskRequest::whole(3, 0, 0),
+                TaskRequest::whole(0, 3000, 8192),
+            ];
+            let mix = mix_of(&shapes.iter().copied().zip(mix_counts).collect::<Vec<_>>());
+            let task = shapes[task_shape as usize];
+            // Every option (node, set of its 4 GPUs of the task's size), by brute force on a
+            // copy of the state.
+            let mut deltas = Vec::new();
+            for node in s.spec().node_ids() {
+                for set in 0u8..16 {
+                    if set.count_ones() != task.gpus {
+                        continue;
+                    }
+                    let gpus: Vec<u8> = (0..4u8).filter(|g| set & (1 << g) != 0).collect();
+                    let mut c = s.clone();
+                    let mut j = job("o", 0, task);
+                    j.id = JobId(9999);
+                    let before = mix.node_fragment(&c, node);
+                    if c.allocate(&j, vec![TaskPlacement { node, gpus }]).is_ok() {
+                        deltas.push(mix.node_fragment(&c, node) - before);
+                    }
+                }
+            }
+            let chosen = fgd_choice(&mix, &s, &task, u64::MAX);
+            prop_assert_eq!(chosen.is_some(), !deltas.is_empty());
+            if let Some((delta, t)) = chosen {
+                let mut c = s.clone();
+                let before = mix.node_fragment(&c, t.node);
+                let mut j = job("o", 0, task);
+                j.id = JobId(9999);
+                c.allocate(&j, vec![t.clone()]).expect("FGD's choice fits");
+                let measured = mix.node_fragment(&c, t.node) - before;
+                prop_assert!((measured - delta).abs() < 1e-6);
+                let least = deltas.iter().copied().fold(f64::INFINITY, f64::min);
+                prop_assert!(measured <= least + 1e-6, "chose {} but {} exists", measured, least);
+                if least <= 0.0 {
+                    prop_assert!(measured <= 1e-6);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_mix_is_learned_from_jobs_seen_only() {
+        let mut fgd = Fgd::default();
+        assert!(fgd.mix().is_empty());
+        fgd.see(JobId(0), &share(500), 1);
+        fgd.see(JobId(0), &share(500), 1);
+        fgd.see(JobId(1), &TaskRequest::whole(0, 1000, 0), 1);
+        assert_eq!(fgd.mix(), &mix_of(&[(share(500), 1)]));
+    }
+}
