@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fifo/best-fit,fifo/first-fit,fifo/worst-fit,sjf/best-fit,tiresias/best-fit,drf/best-fit"
+        default_value = "fifo/best-fit,fifo/first-fit,fifo/fgd,fifo/best-fit/easy,sjf/best-fit,tiresias/best-fit/las-preempt"
     )]
     pub policies: Vec<String>,
     /// The policy the others are compared against (default: the first).
@@ -51,7 +51,7 @@ pub struct Args {
     /// Offered loads to scale each window to, comma-separated ("none" keeps the trace's own).
     #[arg(long, value_delimiter = ',', default_value = "0.7,0.9")]
     pub load: Vec<String>,
-    /// Periodic decision tick (for preempting policies), e.g. 5m.
+    /// Periodic decision tick, e.g. 5m (default: 10m when a policy uses las-preempt, else none).
     #[arg(long)]
     pub tick: Option<String>,
     /// Where the report goes.
@@ -278,7 +278,11 @@ pub fn run(args: &Args) -> Result<()> {
         baseline: baseline.clone(),
         units: units.len(),
         windows: windows.len(),
-        window_jobs: args.window_jobs,
+        window_jobs: if args.windows == 0 {
+            trace.len()
+        } else {
+            args.window_jobs
+        },
         loads: loads.clone(),
         seeds: args.seeds.max(1),
         runs: runs.len(),
