@@ -167,6 +167,11 @@ struct Run {
     #[serde(skip)]
     jcts: Vec<f64>,
     #[serde(skip)]
+    waits: Vec<f64>,
+    /// GPU-seconds served per tenant (measured jobs, first start to finish).
+    #[serde(skip)]
+    tenant_gpu_s: std::collections::BTreeMap<String, f64>,
+    #[serde(skip)]
     timeline: Vec<TimelineRow>,
 }
 
@@ -339,18 +344,30 @@ fn run_one(
     };
     let mut p = build_policy_with(policy, &policy_options(&window, unit.seed))?;
     let r = Simulator::new(&window, Arc::clone(cluster), &cfg)?.run(p.as_mut(), &mut |_| {});
-    let jcts = r
-        .jobs
-        .iter()
-        .filter(|j| j.measured)
+    let measured = || r.jobs.iter().filter(|j| j.measured && j.finish.is_some());
+    let jcts = measured()
         .filter_map(|j| j.jct())
         .map(SimTime::secs_f64)
         .collect();
+    let waits = measured()
+        .filter_map(|j| j.wait())
+        .map(SimTime::secs_f64)
+        .collect();
+    let mut tenant_gpu_s = std::collections::BTreeMap::new();
+    for j in measured() {
+        let (Some(start), Some(end)) = (j.first_start, j.finish) else {
+            continue;
+        };
+        *tenant_gpu_s.entry(j.tenant.clone()).or_insert(0.0) +=
+            j.gpus as f64 * end.saturating_sub(start).secs_f64();
+    }
     Ok(Run {
         policy: policy.to_string(),
         unit: u,
         summary: r.summary,
         jcts,
+        waits,
+        tenant_gpu_s,
         timeline: r.timeline,
     })
 }
@@ -420,6 +437,8 @@ pub struct RunView<'a> {
     pub unit: usize,
     pub summary: &'a Summary,
     pub jcts: &'a [f64],
+    pub waits: &'a [f64],
+    pub tenant_gpu_s: &'a std::collections::BTreeMap<String, f64>,
     pub timeline: &'a [TimelineRow],
 }
 
@@ -439,6 +458,8 @@ fn runs_view<'a>(runs: &'a [Run], policies: &[String]) -> Vec<RunView<'a>> {
             unit: r.unit,
             summary: &r.summary,
             jcts: &r.jcts,
+            waits: &r.waits,
+            tenant_gpu_s: &r.tenant_gpu_s,
             timeline: &r.timeline,
         })
         .collect()

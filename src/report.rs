@@ -45,7 +45,9 @@ pub fn write<U: serde::Serialize>(
     });
     put("comparison.json", serde_json::to_string_pretty(&json)?)?;
     let plots = [
-        ("jct_cdf.svg", jct_cdf(setup, runs)?),
+        ("jct_cdf.svg", cdf(setup, runs, "JCT", |r| r.jcts)?),
+        ("wait_cdf.svg", cdf(setup, runs, "wait", |r| r.waits)?),
+        ("tenant_share.svg", tenant_share(setup, runs)?),
         ("load_sweep.svg", load_sweep(setup, runs, units.len())?),
         (
             "alloc_timeline.svg",
@@ -211,11 +213,16 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
     s
 }
 
-/// Empirical CDF of JCT per policy, pooled over every unit.
-fn jct_cdf(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
+/// Empirical CDF per policy of a per-job quantity, pooled over every unit (log scale).
+fn cdf(
+    setup: &Setup,
+    runs: &[RunView<'_>],
+    what: &str,
+    values: for<'r> fn(&RunView<'r>) -> &'r [f64],
+) -> Result<String> {
     let mut per_policy: Vec<Vec<f64>> = vec![Vec::new(); setup.policies.len()];
     for r in runs {
-        per_policy[r.policy_idx].extend_from_slice(r.jcts);
+        per_policy[r.policy_idx].extend_from_slice(values(r));
     }
     for v in &mut per_policy {
         v.sort_by(f64::total_cmp);
@@ -230,19 +237,95 @@ fn jct_cdf(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
         .map(|v| {
             v.iter()
                 .enumerate()
-                .map(|(i, x)| ((x.max(1.0)).log10(), (i + 1) as f64 / v.len() as f64))
+                .map(|(i, x)| (x.max(1.0).log10(), (i + 1) as f64 / v.len() as f64))
                 .collect()
         })
         .collect();
     line_chart(
-        "JCT distribution (all units)",
-        "log10 JCT (s)",
+        &format!("{what} distribution (all units)"),
+        &format!("log10 {what} (s), values below 1 s shown at 0"),
         "fraction of jobs",
         (0.0, max.log10().max(1.0)),
         (0.0, 1.0),
         &setup.policies,
         &series,
     )
+}
+
+/// Share of the served GPU-time per tenant (the largest tenants), one bar per policy.
+fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
+    let mut per_policy: Vec<std::collections::BTreeMap<&str, f64>> =
+        vec![Default::default(); setup.policies.len()];
+    let mut total: std::collections::BTreeMap<&str, f64> = Default::default();
+    for r in runs {
+        for (t, s) in r.tenant_gpu_s {
+            *per_policy[r.policy_idx].entry(t.as_str()).or_insert(0.0) += s;
+            *total.entry(t.as_str()).or_insert(0.0) += s;
+        }
+    }
+    let mut tenants: Vec<(&str, f64)> = total.into_iter().collect();
+    tenants.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    tenants.truncate(10);
+    let shares: Vec<Vec<f64>> = per_policy
+        .iter()
+        .map(|m| {
+            let sum: f64 = m.values().sum();
+            tenants
+                .iter()
+                .map(|(t, _)| m.get(t).copied().unwrap_or(0.0) / sum.max(1e-12))
+                .collect()
+        })
+        .collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        let n = tenants.len().max(1);
+        let k = setup.policies.len().max(1);
+        let ymax = shares.iter().flatten().copied().fold(0.05, f64::max) * 1.1;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Share of served GPU-time by tenant (largest 10)",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..n as f64, 0.0..ymax)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        let names: Vec<String> = tenants.iter().map(|(t, _)| t.to_string()).collect();
+        chart
+            .configure_mesh()
+            .x_desc("tenant")
+            .y_desc("share")
+            .x_labels(n)
+            .x_label_formatter(&|x| names.get(x.floor() as usize).cloned().unwrap_or_default())
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        for (p, (name, share)) in setup.policies.iter().zip(&shares).enumerate() {
+            let color = COLORS[p % COLORS.len()];
+            let width = 0.8 / k as f64;
+            chart
+                .draw_series(share.iter().enumerate().map(|(t, v)| {
+                    let x0 = t as f64 + 0.1 + p as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width, *v)], color.filled())
+                }))
+                .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                .label(name.as_str())
+                .legend(move |(lx, ly)| {
+                    Rectangle::new([(lx, ly - 5), (lx + 12, ly + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    }
+    Ok(svg)
 }
 
 /// Mean average JCT per policy at each load.
