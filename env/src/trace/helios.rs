@@ -38,7 +38,6 @@
 
 use super::table::{self, Table, Unknown};
 use super::{ReadReport, Tenants, TraceFormat, TraceRead, TraceReadError};
-use crate::cluster::MAX_GPUS_PER_NODE;
 use crate::job::{JobKind, JobSpec, MAX_TASKS, Qos, TaskRequest};
 use crate::units::{JobId, SimTime};
 use csv::StringRecord;
@@ -152,18 +151,11 @@ impl Default for HeliosOptions {
 impl HeliosOptions {
     /// Checks `gpus_per_node` is 1..=64 and that a full node's CPU and memory fit in a `u64`.
     pub fn validate(&self) -> Result<(), String> {
-        if !(1..=MAX_GPUS_PER_NODE).contains(&self.gpus_per_node) {
-            return Err(format!(
-                "gpus_per_node must be 1..={MAX_GPUS_PER_NODE}, got {}",
-                self.gpus_per_node
-            ));
-        }
-        let node = u64::from(self.gpus_per_node);
-        if self.cpu_milli_per_gpu.checked_mul(node).is_none()
-            || self.mem_mib_per_gpu.checked_mul(node).is_none()
-        {
-            return Err("cpu_milli_per_gpu or mem_mib_per_gpu is too large".into());
-        }
+        super::check_per_gpu(
+            self.gpus_per_node,
+            self.cpu_milli_per_gpu,
+            self.mem_mib_per_gpu,
+        )?;
         Ok(())
     }
 }

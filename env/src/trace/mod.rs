@@ -261,6 +261,27 @@ impl ReadReport {
     }
 }
 
+/// Checks per-GPU reader options: `gpus_per_node` is 1..=64 and a full node's CPU and memory
+/// fit in a `u64` (ITP and Helios/Philly size tasks per GPU).
+pub(crate) fn check_per_gpu(
+    gpus_per_node: u32,
+    cpu_milli_per_gpu: u64,
+    mem_mib_per_gpu: u64,
+) -> Result<(), String> {
+    if !(1..=crate::cluster::MAX_GPUS_PER_NODE).contains(&gpus_per_node) {
+        return Err(format!(
+            "gpus_per_node must be 1..={}, got {gpus_per_node}",
+            crate::cluster::MAX_GPUS_PER_NODE
+        ));
+    }
+    let node = u64::from(gpus_per_node);
+    if cpu_milli_per_gpu.checked_mul(node).is_none() || mem_mib_per_gpu.checked_mul(node).is_none()
+    {
+        return Err("cpu_milli_per_gpu or mem_mib_per_gpu is too large".into());
+    }
+    Ok(())
+}
+
 /// Why a trace file could not be read. Each names the file, and the line and field at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceReadError {
