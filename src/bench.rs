@@ -1,4 +1,5 @@
-//! `lachesis bench sim`: simulator speed on the shared traces and at scale. Prints rates and
+//! `lachesis bench sim`: simulator speed on the shared traces and at scale (`bench read`: trace
+//! reading; `bench fgd`: the FGD paper's experiment, in `bench_fgd`). Prints rates and
 //! ratios measured side by side in one run; repeat runs and quote medians.
 
 use anyhow::{Context, Result};
@@ -46,9 +47,12 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         repeats: usize,
     },
+    /// The FGD paper's experiment: sampled openb pods arrive and never leave; GPU allocation
+    /// and fragmentation rates per placement at 90..130% of capacity arrived.
+    Fgd(crate::bench_fgd::Args),
 }
 
-fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
+pub fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
     traces.clone().unwrap_or_else(|| {
         std::env::var_os("LACHESIS_SHARED_TRACES")
             .map_or_else(|| PathBuf::from("../shared/traces"), PathBuf::from)
@@ -85,6 +89,7 @@ pub fn run(cmd: &Command) -> Result<()> {
             };
             read_speed(&files, *repeats)
         }
+        Command::Fgd(args) => crate::bench_fgd::run(args),
     }
 }
 

@@ -22,6 +22,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod bench_fgd;
 mod compare;
 mod progress;
 mod report;

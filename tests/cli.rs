@@ -403,3 +403,42 @@ fn policies_lists_the_registered_parts() {
         assert!(stdout.contains(name), "no `{name}` in:\n{stdout}");
     }
 }
+
+#[test]
+fn bench_fgd_fills_the_openb_cluster_and_writes_csv() {
+    let dir = TempDir::new("bench-fgd");
+    let args = [
+        "bench",
+        "fgd",
+        "--trace",
+        OPENB,
+        "--seeds",
+        "1",
+        "--policies",
+        "fifo/best-fit",
+        "--at",
+        "0.5,1.0",
+        "--out",
+        dir.str(),
+    ];
+    let out = lachesis(&args);
+    assert!(
+        out.status.success(),
+        "lachesis {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = fs::read_to_string(dir.path().join("fgd.csv")).expect("fgd.csv written");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "one row per point:\n{csv}");
+    // At half capacity arrived nothing is dropped: allocation is about 0.5 (one pod past it).
+    let alloc: f64 = rows[0][3].parse().expect("a rate");
+    assert!((0.5..0.51).contains(&alloc), "{csv}");
+    assert_eq!(rows[0][5], "0", "{csv}");
+    // At full capacity arrived the cluster holds at most all of it.
+    let alloc: f64 = rows[1][3].parse().expect("a rate");
+    assert!((0.5..=1.0).contains(&alloc), "{csv}");
+}

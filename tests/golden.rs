@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{stdout_json, without_wall_time};
+use common::{blessing, json_differences, stdout_json, without_wall_time};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -77,45 +77,16 @@ const CASES: [(&str, &[&str]); 5] = [
     ),
 ];
 
-const REL_TOL: f64 = 1e-9;
-
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-fn blessing() -> bool {
-    std::env::var("LACHESIS_BLESS").is_ok_and(|v| v == "1")
-}
-
-/// Differences between the golden and the actual summary, one line each.
+/// Differences between the golden and the actual summary, one line each, `wall_s` aside.
 fn differences(golden: &Value, actual: &Value) -> Vec<String> {
-    let (Some(golden), Some(actual)) = (golden.as_object(), actual.as_object()) else {
-        return vec!["not both JSON objects".into()];
-    };
-    let mut keys: Vec<&String> = golden.keys().chain(actual.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter(|k| *k != "wall_s")
-        .filter_map(|k| match (golden.get(k), actual.get(k)) {
-            (Some(g), Some(a)) if same(g, a) => None,
-            (g, a) => Some(format!("{k}: golden {}, actual {}", show(g), show(a))),
-        })
-        .collect()
-}
-
-fn show(v: Option<&Value>) -> String {
-    v.map_or_else(|| "missing".into(), Value::to_string)
-}
-
-fn same(golden: &Value, actual: &Value) -> bool {
-    // Counts compare exactly; floats to the tolerance.
-    match (golden.as_f64(), actual.as_f64()) {
-        (Some(g), Some(a)) if golden.is_f64() || actual.is_f64() => {
-            g == a || (g - a).abs() <= REL_TOL * g.abs().max(a.abs())
-        }
-        _ => golden == actual,
-    }
+    json_differences(
+        &without_wall_time(golden.clone()),
+        &without_wall_time(actual.clone()),
+    )
 }
 
 #[test]
@@ -160,6 +131,9 @@ fn every_golden_file_has_a_case() {
     for entry in fs::read_dir(golden_dir()).unwrap() {
         let path = entry.unwrap().path();
         let stem = path.file_stem().unwrap().to_str().unwrap();
+        if stem.starts_with("compare_") {
+            continue; // tests/compare.rs owns these
+        }
         assert!(
             CASES.iter().any(|(name, _)| *name == stem),
             "{} belongs to no case in tests/golden.rs: remove it",

@@ -5,6 +5,9 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
+
+/// Relative tolerance of float comparisons against golden files.
+pub const REL_TOL: f64 = 1e-9;
 use std::process::{Command, Output};
 
 /// Runs `lachesis ARGS...` in the workspace root and returns what it did.
@@ -37,4 +40,59 @@ pub fn without_wall_time(mut summary: Value) -> Value {
         .expect("a summary is a JSON object")
         .remove("wall_s");
     summary
+}
+
+/// True when the golden tests should write their files instead of comparing
+/// (`LACHESIS_BLESS=1`).
+pub fn blessing() -> bool {
+    std::env::var("LACHESIS_BLESS").is_ok_and(|v| v == "1")
+}
+
+/// Differences between a golden and an actual JSON value, one line each, named by their path
+/// (`metrics[2].policies[1].mean`): counts compare exactly, floats to `REL_TOL`.
+pub fn json_differences(golden: &Value, actual: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    differences_at("", golden, actual, &mut out);
+    out
+}
+
+fn differences_at(path: &str, golden: &Value, actual: &Value, out: &mut Vec<String>) {
+    match (golden, actual) {
+        (Value::Object(g), Value::Object(a)) => {
+            let mut keys: Vec<&String> = g.keys().chain(a.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let at = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match (g.get(k), a.get(k)) {
+                    (Some(g), Some(a)) => differences_at(&at, g, a, out),
+                    (g, a) => out.push(format!("{at}: golden {}, actual {}", show(g), show(a))),
+                }
+            }
+        }
+        (Value::Array(g), Value::Array(a)) if g.len() == a.len() => {
+            for (i, (g, a)) in g.iter().zip(a).enumerate() {
+                differences_at(&format!("{path}[{i}]"), g, a, out);
+            }
+        }
+        _ if same(golden, actual) => {}
+        _ => out.push(format!("{path}: golden {golden}, actual {actual}")),
+    }
+}
+
+fn show(v: Option<&Value>) -> String {
+    v.map_or_else(|| "missing".into(), Value::to_string)
+}
+
+fn same(golden: &Value, actual: &Value) -> bool {
+    match (golden.as_f64(), actual.as_f64()) {
+        (Some(g), Some(a)) if golden.is_f64() || actual.is_f64() => {
+            g == a || (g - a).abs() <= REL_TOL * g.abs().max(a.abs())
+        }
+        _ => golden == actual,
+    }
 }
