@@ -158,6 +158,7 @@ fn fill(
     let options = PolicyOptions {
         seed,
         oracle_durations: None,
+        ..PolicyOptions::default()
     };
     let mut p = build_policy_with(policy, &options)?;
     let cluster = RefCell::new(ClusterState::new(Arc::clone(spec)));

@@ -2,13 +2,13 @@
 //! differences against a baseline (bootstrap 95% intervals), wins and losses, a terminal
 //! table, `report.md`, `report.html` with SVG plots, `runs.csv` and `comparison.json`.
 
-use crate::simulate::{load_trace, policy_options, resolve_cluster};
+use crate::simulate::{load_trace, policy_config, policy_options, resolve_cluster};
 use anyhow::{Context, Result, bail};
 use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::paired::{Better, Paired, paired};
 use lachesis_env::metrics::{Summary, TimelineRow};
-use lachesis_env::policy::build_policy_with;
+use lachesis_env::policy::{PolicyConfig, build_policy_with};
 use lachesis_env::sim::{SimConfig, Simulator, scale_to_load};
 use lachesis_env::trace::split::random_windows;
 use lachesis_env::units::{SimTime, parse_duration};
@@ -54,6 +54,9 @@ pub struct Args {
     /// Periodic decision tick, e.g. 5m (default: 10m when a policy uses las-preempt, else none).
     #[arg(long)]
     pub tick: Option<String>,
+    /// Policy knobs (TOML, e.g. `[tiresias] thresholds_gpu_s = [3250.0, 7200.0]`).
+    #[arg(long)]
+    pub policy_config: Option<PathBuf>,
     /// Where the report goes.
     #[arg(long, default_value = "out/compare")]
     pub out: PathBuf,
@@ -201,8 +204,9 @@ pub fn run(args: &Args) -> Result<()> {
     let Some(base_idx) = args.policies.iter().position(|p| *p == baseline) else {
         bail!("--baseline {baseline} is not among --policies");
     };
+    let policy_cfg = policy_config(args.policy_config.as_deref())?;
     for p in &args.policies {
-        build_policy_with(p, &policy_options(&trace, 0))?;
+        build_policy_with(p, &policy_options(&trace, 0, &policy_cfg))?;
     }
     let loads = parse_loads(&args.load)?;
     let mut cfg = SimConfig {
@@ -256,7 +260,15 @@ pub fn run(args: &Args) -> Result<()> {
                         let Some((u, p)) = jobs.get(i) else { break };
                         done.push((
                             i,
-                            run_one(&trace, &cluster, &units[*u], *u, &args.policies[*p], &cfg),
+                            run_one(
+                                &trace,
+                                &cluster,
+                                &units[*u],
+                                *u,
+                                &args.policies[*p],
+                                &cfg,
+                                &policy_cfg,
+                            ),
                         ));
                     }
                     done
@@ -326,6 +338,7 @@ fn run_one(
     u: usize,
     policy: &str,
     cfg: &SimConfig,
+    policy_cfg: &PolicyConfig,
 ) -> Result<Run> {
     let to = if unit.to_s.is_finite() {
         SimTime::from_secs_f64(unit.to_s).unwrap_or(SimTime::MAX)
@@ -342,7 +355,7 @@ fn run_one(
         seed: unit.seed,
         ..cfg.clone()
     };
-    let mut p = build_policy_with(policy, &policy_options(&window, unit.seed))?;
+    let mut p = build_policy_with(policy, &policy_options(&window, unit.seed, policy_cfg))?;
     let r = Simulator::new(&window, Arc::clone(cluster), &cfg)?.run(p.as_mut(), &mut |_| {});
     let measured = || r.jobs.iter().filter(|j| j.measured && j.finish.is_some());
     let jcts = measured()

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use lachesis_env::cluster::{ClusterSpec, load_cluster};
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
-use lachesis_env::policy::{PolicyOptions, build_policy_with};
+use lachesis_env::policy::{PolicyConfig, PolicyOptions, build_policy_with};
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, SizingRule, parse_window, scale_to_load};
 use lachesis_env::trace::read_trace;
 use lachesis_env::units::{SimTime, parse_duration};
@@ -45,6 +45,9 @@ pub struct Args {
     /// Ask the policy again on this period as well as after events (e.g. 5m).
     #[arg(long)]
     pub tick: Option<String>,
+    /// Policy knobs (TOML, e.g. `[tiresias] thresholds_gpu_s = [3250.0, 7200.0]`).
+    #[arg(long)]
+    pub policy_config: Option<PathBuf>,
     /// Simulation config file (TOML, fields of SimConfig); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -123,7 +126,9 @@ pub fn run(args: &Args) -> Result<()> {
     if let Some(load) = args.load {
         trace = scale_to_load(&trace, &spec, load).context("--load")?;
     }
-    let mut policy = build_policy_with(&args.policy, &policy_options(&trace, cfg.seed))?;
+    let policy_cfg = policy_config(args.policy_config.as_deref())?;
+    let mut policy =
+        build_policy_with(&args.policy, &policy_options(&trace, cfg.seed, &policy_cfg))?;
     let sim = Simulator::new(&trace, Arc::clone(&spec), &cfg)?;
     let mut bar = RunProgress::new(args.quiet || args.json);
     let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));
@@ -147,7 +152,7 @@ pub fn run(args: &Args) -> Result<()> {
 
 /// What policies are built with: the seed, and the trace's true durations for the explicitly
 /// named `*-oracle` orderings (upper bounds); every other part ignores them.
-pub fn policy_options(trace: &Trace, seed: u64) -> PolicyOptions {
+pub fn policy_options(trace: &Trace, seed: u64, config: &PolicyConfig) -> PolicyOptions {
     let durations: Vec<SimTime> = trace
         .jobs()
         .iter()
@@ -156,7 +161,17 @@ pub fn policy_options(trace: &Trace, seed: u64) -> PolicyOptions {
     PolicyOptions {
         seed,
         oracle_durations: Some(durations.into()),
+        tiresias: config.tiresias.clone(),
     }
+}
+
+/// Reads a policy config file (`[tiresias]` ...; see `PolicyConfig`), or the defaults.
+pub fn policy_config(path: Option<&Path>) -> Result<PolicyConfig> {
+    let Some(path) = path else {
+        return Ok(PolicyConfig::default());
+    };
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("{}: invalid policy config", path.display()))
 }
 
 /// Writes `summary.json`, `jobs.csv`, `timeline.csv` into `dir` (created if missing).

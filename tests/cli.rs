@@ -442,3 +442,59 @@ fn bench_fgd_fills_the_openb_cluster_and_writes_csv() {
     let alloc: f64 = rows[1][3].parse().expect("a rate");
     assert!((0.5..=1.0).contains(&alloc), "{csv}");
 }
+
+#[test]
+fn policy_config_tunes_tiresias_and_rejects_unknown_fields() {
+    let dir =
+        std::env::temp_dir().join(format!("lachesis-cli-{}-policy-config", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.toml");
+    fs::write(
+        &good,
+        "[tiresias]\nthresholds_gpu_s = [600.0]\npromote_knob = 0.0\n",
+    )
+    .unwrap();
+    let bad = dir.join("bad.toml");
+    fs::write(&bad, "[tiresias]\nthreshold = 3\n").unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--trace",
+            "traces/itp/cluster10.csv",
+            "--cluster",
+            "2x8:V100",
+            "--load",
+            "1.0",
+            "--policy",
+            "tiresias/best-fit/las-preempt",
+            "--tick",
+            "10m",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        stdout_json(&args)
+    };
+    let default = run(&[]);
+    let tuned = run(&["--policy-config", good.to_str().unwrap()]);
+    assert_eq!(count(&tuned, "finished"), 260);
+    assert_ne!(
+        default["avg_jct_s"], tuned["avg_jct_s"],
+        "other queues, other schedule"
+    );
+    let err = fails(&[
+        "simulate",
+        "--trace",
+        "traces/itp/cluster10.csv",
+        "--cluster",
+        "2x8:V100",
+        "--policy",
+        "tiresias/best-fit",
+        "--policy-config",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("bad.toml") && err.contains("threshold"),
+        "{err}"
+    );
+    fs::remove_dir_all(dir).unwrap();
+}

@@ -17,7 +17,9 @@ pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
 pub use modifier::{ClassPreempt, Easy, LasPreempt};
 pub use planner::{PlanMark, Planner};
-pub use registry::{PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog};
+pub use registry::{
+    PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,
+};
 
 use crate::cluster::TaskPlacement;
 use crate::units::JobId;

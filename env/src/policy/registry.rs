@@ -21,6 +21,22 @@ pub struct PolicyOptions {
     /// True durations by job id, for the explicitly labelled `oracle` orderings only (upper
     /// bounds, never a real scheduler's knowledge). `None` everywhere else.
     pub oracle_durations: Option<Arc<[SimTime]>>,
+    /// Tiresias' queues and promotion, shared by the `tiresias` ordering and `las-preempt`.
+    pub tiresias: TiresiasConfig,
+}
+
+/// The tunable knobs of registered parts, as a policy config file gives them
+/// (`--policy-config FILE`, TOML; unknown fields are rejected):
+///
+/// ```toml
+/// [tiresias]
+/// thresholds_gpu_s = [3250.0, 7200.0]
+/// promote_knob = 8.0
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    pub tiresias: TiresiasConfig,
 }
 
 /// One registered part, for `lachesis` help and docs.
@@ -34,7 +50,7 @@ pub struct PolicyInfo {
 
 type OrderingCtor = fn(&PolicyOptions) -> Result<Box<dyn Ordering>, String>;
 type PlacerCtor = fn(&PolicyOptions) -> Box<dyn Placer>;
-type ModifierCtor = fn(&PolicyOptions) -> Box<dyn Modifier>;
+type ModifierCtor = fn(&PolicyOptions) -> Result<Box<dyn Modifier>, String>;
 
 const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
     (
@@ -85,7 +101,7 @@ const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
     (
         "tiresias",
         "discretized 2D-LAS: queues by attained GPU service, FIFO within, starved jobs promoted",
-        |_| Ok(Box::new(Tiresias::new(&TiresiasConfig::default())?)),
+        |o| Ok(Box::new(Tiresias::new(&o.tiresias)?)),
     ),
     (
         "drf",
@@ -99,19 +115,19 @@ const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
         "easy",
         "EASY backfilling: the blocked head gets a reservation at its shadow time (from run-time \
          estimates); later jobs start now if they cannot delay it",
-        |_| Box::new(Easy::default()),
+        |_| Ok(Box::new(Easy::default())),
     ),
     (
         "preempt",
         "a blocked job preempts a minimal set of preemptible jobs of strictly lower class \
          (QoS, then priority)",
-        |_| Box::new(ClassPreempt),
+        |_| Ok(Box::new(ClassPreempt)),
     ),
     (
         "las-preempt",
         "Tiresias LAS: a blocked job preempts the most-served preemptible jobs of a higher \
          GPU-time queue (needs tick_s > 0)",
-        |_| Box::new(LasPreempt),
+        |o| Ok(Box::new(LasPreempt::new(&o.tiresias)?)),
     ),
 ];
 
@@ -196,7 +212,7 @@ pub fn build_policy(name: &str, seed: u64) -> Result<Box<dyn Policy>, PolicyErro
         name,
         &PolicyOptions {
             seed,
-            oracle_durations: None,
+            ..PolicyOptions::default()
         },
     )
 }
@@ -239,10 +255,10 @@ pub fn build_policy_with(
                 };
                 unknown(format!("no modifier `{m}` ({known})"))
             })?;
-            Ok((entry.2)(options))
+            (entry.2)(options).map_err(&unknown)
         })
         .collect::<Result<Vec<_>, PolicyError>>()?;
-    let ordering = (ordering.2)(options).map_err(unknown)?;
+    let ordering = (ordering.2)(options).map_err(&unknown)?;
     Ok(Box::new(Composite::with_modifiers(
         ordering,
         (placer.2)(options),

@@ -8,8 +8,9 @@
 //! The rule, on every call:
 //!
 //! - Attained service is GPU-time, as Tiresias counts it: GPUs x wall time run, over every run
-//!   so far (a CPU-only job counts as one GPU). [`queue`] puts it in one of three queues by
-//!   [`QUEUE_LIMITS_GPU_S`] (below 1 GPU-hour, below 10, beyond). The queue boundary is the
+//!   so far (a CPU-only job counts as one GPU). The queues are the `tiresias` ordering's
+//!   ([`TiresiasConfig`]: by default below 3,250 GPU-seconds, below 7,200, beyond), so the
+//!   ordering and the preemption agree on who is least served. The queue boundary is the
 //!   anti-thrashing margin: a job never preempts one in its own queue, so a job that was
 //!   preempted can only come back by preempting a more-served queue, and service only grows.
 //! - The jobs the pass left unplaced are taken least-served queue first (ties in the
@@ -26,22 +27,28 @@ use super::super::context::DecisionContext;
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
 use super::{fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use crate::policy::order::{TiresiasConfig, tiresias_queue};
 use crate::units::{GPU_MILLI, JobId};
 
-/// Upper bounds of the service queues but the last, GPU-seconds: 1 and 10 GPU-hours.
-pub const QUEUE_LIMITS_GPU_S: [u64; 2] = [3_600, 36_000];
-
 /// Tiresias-style LAS preemption; see the module docs for the rule.
-#[derive(Debug, Default)]
-pub struct LasPreempt;
+#[derive(Debug)]
+pub struct LasPreempt {
+    /// Queue boundaries, milli-GPU x ms, increasing.
+    thresholds: Vec<u128>,
+}
 
-/// The service queue of a job that attained `service` milli-GPU x ms (0 = least served).
-pub fn queue(service: u128) -> usize {
-    let gpu_s = service / (u128::from(GPU_MILLI) * 1000);
-    QUEUE_LIMITS_GPU_S
-        .iter()
-        .take_while(|limit| gpu_s >= u128::from(**limit))
-        .count()
+impl LasPreempt {
+    /// LAS preemption over `config`'s queues (checked).
+    pub fn new(config: &TiresiasConfig) -> Result<Self, String> {
+        Ok(LasPreempt {
+            thresholds: config.thresholds_milli_ms()?,
+        })
+    }
+
+    /// The service queue of a job that attained `service` milli-GPU x ms (0 = least served).
+    pub fn queue(&self, service: u128) -> usize {
+        tiresias_queue(service, &self.thresholds)
+    }
 }
 
 /// A job's attained service so far, current run included, milli-GPU x ms.
@@ -76,13 +83,13 @@ impl Modifier for LasPreempt {
             .map(|a| (service(ctx, a.job), a.job))
             .collect();
         running.sort_by(|a, b| b.cmp(a));
-        let Some(top) = running.first().map(|(s, _)| queue(*s)) else {
+        let Some(top) = running.first().map(|(s, _)| self.queue(*s)) else {
             return;
         };
         let mut waiting: Vec<(usize, JobId)> = rest
             .iter()
             .filter(|id| !placed(decision, **id))
-            .map(|id| (queue(service(ctx, *id)), *id))
+            .map(|id| (self.queue(service(ctx, *id)), *id))
             .collect();
         waiting.sort_by_key(|(q, _)| *q);
         for (q, id) in waiting {
@@ -92,7 +99,7 @@ impl Modifier for LasPreempt {
             let job = ctx.job(id);
             let victims: Vec<JobId> = running
                 .iter()
-                .filter(|(s, v)| queue(*s) > q && ctx.job(*v).qos >= job.qos)
+                .filter(|(s, v)| self.queue(*s) > q && ctx.job(*v).qos >= job.qos)
                 .map(|(_, v)| *v)
                 .collect();
             if victims.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
@@ -114,14 +121,37 @@ mod tests {
     use super::*;
     use crate::job::Qos;
 
+    /// LAS over queues split at 1 and 10 GPU-hours (the tests' worlds are built on these).
+    fn las() -> LasPreempt {
+        let config = TiresiasConfig {
+            thresholds_gpu_s: vec![3_600.0, 36_000.0],
+            ..TiresiasConfig::default()
+        };
+        LasPreempt::new(&config).unwrap()
+    }
+
     #[test]
-    fn queues_split_at_one_and_ten_gpu_hours() {
+    fn queues_split_at_the_configured_thresholds() {
         let gpu_h = |h: u128| h * 3_600_000 * 1000;
-        assert_eq!(queue(0), 0);
-        assert_eq!(queue(gpu_h(1) - 1), 0);
-        assert_eq!(queue(gpu_h(1)), 1);
-        assert_eq!(queue(gpu_h(10)), 2);
-        assert_eq!(queue(gpu_h(1000)), 2);
+        let l = las();
+        assert_eq!(l.queue(0), 0);
+        assert_eq!(l.queue(gpu_h(1) - 1), 0);
+        assert_eq!(l.queue(gpu_h(1)), 1);
+        assert_eq!(l.queue(gpu_h(10)), 2);
+        assert_eq!(l.queue(gpu_h(1000)), 2);
+        // The defaults are the tiresias ordering's: 3,250 and 7,200 GPU-seconds.
+        let d = LasPreempt::new(&TiresiasConfig::default()).unwrap();
+        assert_eq!(
+            (d.queue(3_249 * 1_000_000), d.queue(3_250 * 1_000_000)),
+            (0, 1)
+        );
+        assert!(
+            LasPreempt::new(&TiresiasConfig {
+                thresholds_gpu_s: vec![5.0, 1.0],
+                ..TiresiasConfig::default()
+            })
+            .is_err()
+        );
     }
 
     /// One node of 4 GPUs, now = 100 000 s. Running: r1 (1 GPU, 20 h: 20 GPU-h, queue 2),
@@ -135,7 +165,7 @@ mod tests {
     }
 
     fn preempted(w: &World, x: JobId) -> Vec<&str> {
-        let d = w.extend(&mut LasPreempt, &[x]);
+        let d = w.extend(&mut las(), &[x]);
         if !d.preemptions.is_empty() {
             assert!(
                 d.placements.iter().any(|p| p.job == x),

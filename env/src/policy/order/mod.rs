@@ -254,6 +254,7 @@ pub(crate) mod tests {
         let options = PolicyOptions {
             seed: 3,
             oracle_durations: Some(truth),
+            ..PolicyOptions::default()
         };
         let spec = Arc::new(spec);
         for name in NEW_ORDERINGS {

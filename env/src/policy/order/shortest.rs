@@ -145,6 +145,7 @@ mod tests {
         let options = PolicyOptions {
             seed: 0,
             oracle_durations: Some(truth),
+            ..PolicyOptions::default()
         };
         let mut o = Shortest::oracle(false, &options).unwrap();
         assert_eq!(o.name(), "sjf-oracle");

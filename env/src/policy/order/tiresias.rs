@@ -32,6 +32,28 @@ pub struct TiresiasConfig {
     pub promote_knob: f64,
 }
 
+impl TiresiasConfig {
+    /// The thresholds in milli-GPU x ms, checked positive, finite and increasing; shared by the
+    /// `tiresias` ordering and the `las-preempt` modifier so both use the same queues.
+    pub fn thresholds_milli_ms(&self) -> Result<Vec<u128>, String> {
+        let mut thresholds = Vec::with_capacity(self.thresholds_gpu_s.len());
+        for &t in &self.thresholds_gpu_s {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!(
+                    "tiresias threshold {t} must be positive GPU-seconds"
+                ));
+            }
+            // GPU-seconds to milli-GPU x ms.
+            let t = (t * 1e6).round() as u128;
+            if thresholds.last().is_some_and(|last| *last >= t) {
+                return Err("tiresias thresholds must increase".into());
+            }
+            thresholds.push(t);
+        }
+        Ok(thresholds)
+    }
+}
+
 impl Default for TiresiasConfig {
     fn default() -> Self {
         TiresiasConfig {
@@ -85,20 +107,7 @@ pub struct Tiresias {
 impl Tiresias {
     /// Checks `config` (thresholds positive, finite, increasing; knob finite and >= 0).
     pub fn new(config: &TiresiasConfig) -> Result<Self, String> {
-        let mut thresholds = Vec::with_capacity(config.thresholds_gpu_s.len());
-        for &t in &config.thresholds_gpu_s {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(format!(
-                    "tiresias threshold {t} must be positive GPU-seconds"
-                ));
-            }
-            // GPU-seconds to milli-GPU x ms.
-            let t = (t * 1e6).round() as u128;
-            if thresholds.last().is_some_and(|last| *last >= t) {
-                return Err("tiresias thresholds must increase".into());
-            }
-            thresholds.push(t);
-        }
+        let thresholds = config.thresholds_milli_ms()?;
         if !(config.promote_knob.is_finite() && config.promote_knob >= 0.0) {
             return Err(format!(
                 "tiresias promote_knob must be >= 0, got {}",
