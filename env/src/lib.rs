@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod gpu;
+pub mod gym;
 pub mod job;
 pub mod metrics;
 pub mod policy;

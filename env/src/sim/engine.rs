@@ -67,15 +67,19 @@ struct Hidden {
     nodes: Vec<NodeId>,
 }
 
-/// Time integrals over the measured interval.
+/// Time integrals over the measured interval (read by the gym environment's rewards).
 #[derive(Debug, Clone, Default)]
-struct Integrals {
+pub(crate) struct Integrals {
     last: SimTime,
-    alloc_milli_ms: f64,
+    /// Allocated milli-GPU x ms.
+    pub(crate) alloc_milli_ms: f64,
     cpu_milli_ms: f64,
-    frag_milli_ms: f64,
-    queue_ms: f64,
-    energy_wms: f64,
+    /// Fragmented milli-GPU (the trace's task mix) x ms.
+    pub(crate) frag_milli_ms: f64,
+    /// Pending jobs x ms.
+    pub(crate) queue_ms: f64,
+    /// GPU power, W x ms.
+    pub(crate) energy_wms: f64,
     measured_ms: f64,
 }
 
@@ -649,6 +653,11 @@ impl<'t> Simulator<'t> {
             jobs: records,
             timeline: self.timeline,
         }
+    }
+
+    /// The time integrals so far (up to `now`, from the end of warm-up).
+    pub(crate) fn integrals(&self) -> &Integrals {
+        &self.acc
     }
 
     /// The cluster now, for tests and tools.

@@ -1,0 +1,239 @@
+//! Candidate actions at a decision point: (pending job, placement) pairs proposed by
+//! heuristic placers, deduplicated by node set, each with its feature row.
+//!
+//! For each of the first `jobs_considered` pending jobs (submit order), every configured
+//! proposer places the job tentatively on the live cluster through the decision's planner
+//! (then undoes it), so a candidate is feasible now by construction and its features can read
+//! the cluster as it would be after the placement. Preemption candidates are not offered yet.
+//! Works on a `DecisionContext` alone, so the decision service can enumerate the same way.
+
+use super::features::{CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats};
+use crate::cluster::{ClusterState, FitStrategy};
+use crate::metrics::{MixCounts, TaskMix};
+use crate::policy::place::{Fgd, MostAllocated};
+use crate::policy::{DecisionContext, Placement, Placer, StrategyPlacer};
+use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// A heuristic that proposes placements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Proposer {
+    BestFit,
+    WorstFit,
+    MostAllocated,
+    Fgd,
+}
+
+impl Proposer {
+    fn build(self) -> Box<dyn Placer> {
+        match self {
+            Proposer::BestFit => Box::new(StrategyPlacer::new("best-fit", FitStrategy::BestFit)),
+            Proposer::WorstFit => Box::new(StrategyPlacer::new("worst-fit", FitStrategy::WorstFit)),
+            Proposer::MostAllocated => Box::new(MostAllocated),
+            Proposer::Fgd => Box::new(Fgd::default()),
+        }
+    }
+    /// The `by_*` flag bit of the feature row.
+    fn flag(self) -> u8 {
+        match self {
+            Proposer::BestFit => 1,
+            Proposer::WorstFit => 2,
+            Proposer::MostAllocated | Proposer::Fgd => 4,
+        }
+    }
+}
+
+/// The proposers of one episode (some learn online, so they are rebuilt on reset).
+pub struct Proposers {
+    kinds: Vec<Proposer>,
+    placers: Vec<Box<dyn Placer>>,
+}
+
+impl std::fmt::Debug for Proposers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(&self.kinds).finish()
+    }
+}
+
+impl Proposers {
+    pub fn new(kinds: &[Proposer]) -> Self {
+        Proposers {
+            kinds: kinds.to_vec(),
+            placers: kinds.iter().map(|k| k.build()).collect(),
+        }
+    }
+}
+
+/// The workload's task mix as seen so far (jobs that have been pending at some decision), for
+/// the fragmentation features: no knowledge of jobs yet to arrive.
+#[derive(Debug, Clone, Default)]
+pub struct OnlineMix {
+    seen: HashSet<JobId>,
+    counts: MixCounts,
+    mix: Option<TaskMix>,
+}
+
+impl OnlineMix {
+    fn observe(&mut self, ctx: &DecisionContext<'_>) {
+        for p in ctx.pending() {
+            if self.seen.insert(p.spec.id) && p.spec.task.gpus > 0 {
+                self.counts.add(&p.spec.task, p.spec.tasks);
+                self.mix = None;
+            }
+        }
+    }
+    fn mix(&mut self) -> &TaskMix {
+        self.mix.get_or_insert_with(|| self.counts.mix())
+    }
+}
+
+/// One legal non-wait action.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub placement: Placement,
+    pub stats: CandidateStats,
+}
+
+/// The candidates of a decision point and its global features.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionPoint {
+    pub candidates: Vec<Candidate>,
+    pub global: [f32; GLOBAL_WIDTH],
+}
+
+/// Free fractions of `nodes` in `state`: (mean GPU, least GPU, mean CPU).
+fn free_after(state: &ClusterState, nodes: &[NodeId]) -> (f64, f64, f64) {
+    let mut gpu_sum = 0.0;
+    let mut gpu_min = f64::INFINITY;
+    let mut cpu_sum = 0.0;
+    for n in nodes {
+        let spec = state.spec().node(*n);
+        let cap = spec.gpus as f64 * GPU_MILLI as f64;
+        let g = if cap > 0.0 {
+            state.free_gpu_milli(*n) as f64 / cap
+        } else {
+            0.0
+        };
+        gpu_sum += g;
+        gpu_min = gpu_min.min(g);
+        cpu_sum += if spec.cpu_milli > 0 {
+            state.cpu_free(*n) as f64 / spec.cpu_milli as f64
+        } else {
+            0.0
+        };
+    }
+    let k = nodes.len().max(1) as f64;
+    (gpu_sum / k, gpu_min.clamp(0.0, 1.0), cpu_sum / k)
+}
+
+/// Enumerates at most `limit` candidates for the first `jobs_considered` pending jobs.
+/// `placed_now` and `elapsed` feed the global features.
+pub fn enumerate(
+    ctx: &DecisionContext<'_>,
+    proposers: &mut Proposers,
+    mix: &mut OnlineMix,
+    featurizer: &Featurizer,
+    limit: usize,
+    placed_now: u32,
+    elapsed: SimTime,
+) -> DecisionPoint {
+    mix.observe(ctx);
+    for p in &mut proposers.placers {
+        p.observe(ctx);
+    }
+    let mix = mix.mix();
+    let max_gpus_per_node = {
+        let cluster = ctx.cluster();
+        cluster
+            .spec()
+            .nodes
+            .iter()
+            .map(|n| u64::from(n.gpus))
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    };
+    let global = {
+        let cluster = ctx.cluster();
+        let frag: f64 = cluster
+            .spec()
+            .node_ids()
+            .map(|n| mix.node_fragment(&cluster, n))
+            .sum();
+        featurizer.global_row(&GlobalStats {
+            now: ctx.now(),
+            pending: ctx.pending_len(),
+            running: cluster.running().len(),
+            alloc_gpu_milli: cluster.allocated_gpu_milli(),
+            alloc_cpu_milli: cluster.allocated_cpu_milli(),
+            frag_milli: frag,
+            pending_gpus: ctx.pending().map(|p| p.spec.gpus_total()).sum(),
+            placed_now,
+            oldest_wait: ctx.pending().next().map_or(SimTime::ZERO, |p| p.waited),
+            elapsed,
+        })
+    };
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut planner = ctx.planner();
+    'jobs: for (position, p) in ctx.pending().take(featurizer.jobs_considered).enumerate() {
+        let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
+        for (kind, placer) in proposers.kinds.iter().zip(&mut proposers.placers) {
+            let mark = planner.mark();
+            let Some(tasks) = placer.place(&mut planner, p.spec) else {
+                continue;
+            };
+            let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            if let Some((_, i)) = seen.iter().find(|(n, _)| *n == nodes) {
+                candidates[*i].stats.proposed_by |= kind.flag();
+                planner.undo_to(mark);
+                continue;
+            }
+            let frag_after: f64 = nodes
+                .iter()
+                .map(|n| mix.node_fragment(planner.state(), *n))
+                .sum();
+            let (gpu_mean, gpu_min, cpu_mean) = free_after(planner.state(), &nodes);
+            planner.undo_to(mark);
+            let frag_before: f64 = nodes
+                .iter()
+                .map(|n| mix.node_fragment(planner.state(), *n))
+                .sum();
+            let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
+            seen.push((nodes.clone(), candidates.len()));
+            candidates.push(Candidate {
+                placement: Placement {
+                    job: p.spec.id,
+                    tasks,
+                },
+                stats: CandidateStats {
+                    gpus_total: p.spec.gpus_total(),
+                    gpu_share_milli: p.spec.task.gpu_milli,
+                    tasks: p.spec.tasks,
+                    cpu_milli_per_task: p.spec.task.cpu_milli,
+                    gpu_milli_total: p.spec.gpu_milli_total(),
+                    waited: p.waited,
+                    estimate: p.spec.estimate,
+                    attained_ms: p.runtime.attained_ms,
+                    preemptions: p.runtime.preemptions,
+                    priority: p.spec.priority,
+                    queue_position: position,
+                    nodes_used: nodes.len(),
+                    cross_node: nodes.len() as u64 > min_nodes,
+                    gpu_free_after_mean: gpu_mean,
+                    gpu_free_after_min: gpu_min,
+                    cpu_free_after_mean: cpu_mean,
+                    frag_delta_milli: frag_after - frag_before,
+                    proposed_by: kind.flag(),
+                },
+            });
+            if candidates.len() >= limit {
+                break 'jobs;
+            }
+        }
+    }
+    DecisionPoint { candidates, global }
+}

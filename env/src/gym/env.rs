@@ -1,0 +1,437 @@
+//! `SchedEnv`: one trace window on one cluster as a Gymnasium-style episode.
+
+use super::candidates::{Candidate, DecisionPoint, OnlineMix, Proposer, Proposers, enumerate};
+use super::features::{
+    CANDIDATE_WIDTH, FEATURE_SCHEMA_VERSION, Featurizer, MAX_CANDIDATES, Observation, WAIT_ACTION,
+};
+use super::reward::{RewardConfig, RewardTerms, Snapshot, terms_between};
+use crate::cluster::ClusterSpec;
+use crate::job::Trace;
+use crate::policy::Decision;
+use crate::sim::{SimConfig, SimError, SimResult, Simulator};
+use crate::units::SimTime;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// How an episode is built. Unknown fields are rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvConfig {
+    /// The simulation (its `seed` is replaced by `reset`'s).
+    pub sim: SimConfig,
+    pub reward: RewardConfig,
+    /// Pending jobs (oldest first) that get candidates at each decision point.
+    pub jobs_considered: usize,
+    /// Heuristics proposing placements for each of those jobs (duplicates by node set merged).
+    pub proposers: Vec<Proposer>,
+    /// Truncate after this many steps (0 = no limit).
+    pub max_steps: u64,
+    /// Truncate once this much sim time has passed since the window's first submit (0 = no
+    /// limit).
+    pub max_sim_time_s: f64,
+}
+
+impl Default for EnvConfig {
+    fn default() -> Self {
+        EnvConfig {
+            sim: SimConfig {
+                record_timeline: false,
+                ..SimConfig::default()
+            },
+            reward: RewardConfig::default(),
+            jobs_considered: 16,
+            proposers: vec![Proposer::BestFit, Proposer::WorstFit, Proposer::Fgd],
+            max_steps: 0,
+            max_sim_time_s: 0.0,
+        }
+    }
+}
+
+impl EnvConfig {
+    /// Checks every field; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        self.reward.validate().map_err(|e| format!("reward.{e}"))?;
+        if self.jobs_considered == 0 {
+            return Err("jobs_considered must be at least 1".into());
+        }
+        if self.proposers.is_empty() {
+            return Err("proposers must name at least one heuristic".into());
+        }
+        SimTime::from_secs_f64(self.max_sim_time_s).ok_or_else(|| {
+            format!(
+                "max_sim_time_s must be a finite number of seconds >= 0, got {}",
+                self.max_sim_time_s
+            )
+        })?;
+        Ok(())
+    }
+}
+
+/// A fault of the caller or the configuration (expected outcomes are values in `Step`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnvError {
+    #[error("the episode is over (or was never reset): call reset")]
+    EpisodeOver,
+    #[error("action {action} is not legal now (mask is false or out of 0..{MAX_CANDIDATES})")]
+    IllegalAction { action: usize },
+    #[error("invalid environment config: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Sim(#[from] SimError),
+}
+
+/// Why an episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// Every job finished: `terminated`.
+    AllDone,
+    /// The agent waited while nothing ran and nothing was left to arrive, so nothing could
+    /// ever happen again; jobs were left pending: `truncated` (the state is not terminal: a
+    /// placement would have resumed it).
+    Stalled,
+    /// `max_steps` reached: `truncated`.
+    StepLimit,
+    /// `max_sim_time_s` reached: `truncated`.
+    TimeLimit,
+}
+
+/// What a step (or reset) reports besides the observation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Info {
+    pub now_s: f64,
+    pub steps: u64,
+    pub finished: u64,
+    pub jobs: u64,
+    /// Legal actions besides wait.
+    pub candidates: usize,
+    /// The step's unweighted reward terms.
+    pub terms: RewardTerms,
+    pub end: Option<EndReason>,
+}
+
+/// One step's result, as Gymnasium's 5-tuple.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub obs: Observation,
+    pub reward: f32,
+    /// All jobs done (a terminal state: do not bootstrap).
+    pub terminated: bool,
+    /// Cut short (horizon or stall): bootstrap from `obs`. Never together with `terminated`.
+    pub truncated: bool,
+    pub info: Info,
+}
+
+/// A scheduling episode over one trace window on one cluster.
+///
+/// Contract (Gymnasium's): `reset(seed)` starts an episode and returns the first observation;
+/// `step(action)` takes an index whose `obs.mask` entry is true. Action `WAIT_ACTION` applies
+/// nothing more at this instant and lets time advance to the next decision point; any other
+/// legal action starts that candidate's job on its placement at once (a one-placement
+/// `Decision` applied to the simulator) and the candidates are enumerated again at the same
+/// instant, so a decision is built job by job and "wait" closes it. Decision points where no
+/// candidate exists are skipped (their time still earns reward). Same seed and same actions,
+/// same observations and rewards. A masked action is an error and changes nothing.
+pub struct SchedEnv<'t> {
+    trace: &'t Trace,
+    spec: Arc<ClusterSpec>,
+    cfg: EnvConfig,
+    featurizer: Featurizer,
+    sim: Option<Simulator<'t>>,
+    proposers: Proposers,
+    mix: OnlineMix,
+    point: Option<DecisionPoint>,
+    obs: Option<Observation>,
+    steps: u64,
+    start: SimTime,
+    placed_now: u32,
+    placed_at: SimTime,
+    done: bool,
+}
+
+impl std::fmt::Debug for SchedEnv<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedEnv")
+            .field("trace", &self.trace.name)
+            .field("cluster", &self.spec.name)
+            .field("steps", &self.steps)
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl<'t> SchedEnv<'t> {
+    /// An environment over `trace` on `spec`; checks the config and that the trace can run.
+    pub fn new(trace: &'t Trace, spec: Arc<ClusterSpec>, cfg: EnvConfig) -> Result<Self, EnvError> {
+        cfg.validate().map_err(EnvError::Config)?;
+        Simulator::new(trace, Arc::clone(&spec), &cfg.sim)?;
+        let featurizer = Featurizer {
+            total_gpu_milli: spec.total_gpu_milli(),
+            total_gpus: spec.total_gpus(),
+            total_cpu_milli: spec.total_cpu_milli(),
+            jobs_considered: cfg.jobs_considered,
+        };
+        Ok(SchedEnv {
+            trace,
+            spec,
+            proposers: Proposers::new(&cfg.proposers),
+            cfg,
+            featurizer,
+            sim: None,
+            mix: OnlineMix::default(),
+            point: None,
+            obs: None,
+            steps: 0,
+            start: SimTime::ZERO,
+            placed_now: 0,
+            placed_at: SimTime::ZERO,
+            done: true,
+        })
+    }
+
+    pub const fn schema_version() -> u32 {
+        FEATURE_SCHEMA_VERSION
+    }
+
+    pub fn config(&self) -> &EnvConfig {
+        &self.cfg
+    }
+
+    /// Starts an episode with `seed` (the simulation's seed).
+    pub fn reset(&mut self, seed: u64) -> Result<(Observation, Info), EnvError> {
+        let mut sim_cfg = self.cfg.sim.clone();
+        sim_cfg.seed = seed;
+        self.sim = Some(Simulator::new(
+            self.trace,
+            Arc::clone(&self.spec),
+            &sim_cfg,
+        )?);
+        self.proposers = Proposers::new(&self.cfg.proposers);
+        self.mix = OnlineMix::default();
+        self.steps = 0;
+        self.placed_now = 0;
+        self.done = false;
+        // The simulator starts at the window's first submit: the episode's time origin.
+        self.start = self.now();
+        self.placed_at = self.start;
+        let mut terms = RewardTerms::default();
+        let end = self.advance_to_choice(&mut terms);
+        let step = self.finish_step(terms, end);
+        Ok((step.obs, step.info))
+    }
+
+    /// Takes `action` (see the type's docs).
+    pub fn step(&mut self, action: usize) -> Result<Step, EnvError> {
+        if self.done {
+            return Err(EnvError::EpisodeOver);
+        }
+        let legal = self
+            .obs
+            .as_ref()
+            .is_some_and(|o| o.mask.get(action).copied().unwrap_or(false));
+        if !legal {
+            return Err(EnvError::IllegalAction { action });
+        }
+        self.steps += 1;
+        let mut terms = RewardTerms::default();
+        let end = if action == WAIT_ACTION {
+            self.wait(&mut terms)
+        } else {
+            let point = self
+                .point
+                .take()
+                .expect("a live episode has a decision point");
+            let placement = point.candidates[action].placement.clone();
+            let sim = self.sim.as_mut().expect("a live episode has a simulator");
+            sim.apply(&Decision {
+                preemptions: Vec::new(),
+                placements: vec![placement],
+            });
+            self.count_placement();
+            self.advance_to_choice(&mut terms)
+        };
+        let end = end.or_else(|| self.horizon());
+        Ok(self.finish_step(terms, end))
+    }
+
+    /// The candidate behind action `action` now (`None` for wait, padding, or no episode).
+    pub fn candidate(&self, action: usize) -> Option<&Candidate> {
+        if self.done {
+            return None;
+        }
+        self.point.as_ref()?.candidates.get(action)
+    }
+
+    /// The current observation (`None` before the first reset).
+    pub fn observation(&self) -> Option<&Observation> {
+        self.obs.as_ref()
+    }
+
+    /// Closes the episode's simulation: its summary and job records.
+    pub fn finish(self, policy: &str) -> Option<SimResult> {
+        self.sim.map(|s| s.finish(policy, 0.0))
+    }
+
+    fn now(&self) -> SimTime {
+        self.sim.as_ref().map_or(SimTime::ZERO, |s| s.now())
+    }
+
+    fn count_placement(&mut self) {
+        let now = self.now();
+        if now != self.placed_at {
+            self.placed_at = now;
+            self.placed_now = 0;
+        }
+        self.placed_now += 1;
+    }
+
+    fn horizon(&self) -> Option<EndReason> {
+        if self.cfg.max_steps > 0 && self.steps >= self.cfg.max_steps {
+            return Some(EndReason::StepLimit);
+        }
+        let limit = SimTime::from_secs_f64(self.cfg.max_sim_time_s).unwrap_or(SimTime::ZERO);
+        if limit > SimTime::ZERO && self.now().saturating_sub(self.start) >= limit {
+            return Some(EndReason::TimeLimit);
+        }
+        None
+    }
+
+    /// Lets time pass to the next decision point, then on to one with candidates.
+    fn wait(&mut self, terms: &mut RewardTerms) -> Option<EndReason> {
+        if let Some(end) = self.advance_once(terms) {
+            return Some(end);
+        }
+        self.advance_to_choice(terms)
+    }
+
+    /// Enumerates candidates here; while there are none, advances. `Some` when the run ends.
+    fn advance_to_choice(&mut self, terms: &mut RewardTerms) -> Option<EndReason> {
+        loop {
+            let sim = self.sim.as_ref().expect("a live episode has a simulator");
+            let pending = sim.context().pending_len();
+            if pending > 0 {
+                let now = sim.now();
+                if now != self.placed_at {
+                    self.placed_at = now;
+                    self.placed_now = 0;
+                }
+                let point = enumerate(
+                    &sim.context(),
+                    &mut self.proposers,
+                    &mut self.mix,
+                    &self.featurizer,
+                    MAX_CANDIDATES - 1,
+                    self.placed_now,
+                    now.saturating_sub(self.start),
+                );
+                let any = !point.candidates.is_empty();
+                self.point = Some(point);
+                if any {
+                    return None;
+                }
+            }
+            if let Some(end) = self.advance_once(terms) {
+                return Some(end);
+            }
+        }
+    }
+
+    /// One `Simulator::advance`, with the reward it earned. The pending set is fixed until the
+    /// advance returns (it returns at the first batch after which jobs are pending, and batches
+    /// only add pending jobs), so the slowdown proxy's rate is constant over the stretch.
+    fn advance_once(&mut self, terms: &mut RewardTerms) -> Option<EndReason> {
+        let cfg = &self.cfg.reward;
+        let sim = self.sim.as_mut().expect("a live episode has a simulator");
+        let bound_ms = cfg.bsld_bound_s * 1000.0;
+        let rate: f64 = {
+            let ctx = sim.context();
+            ctx.pending()
+                .map(|p| 1.0 / p.spec.estimate.map_or(0.0, |e| e.ms() as f64).max(bound_ms))
+                .sum()
+        };
+        let before = snapshot(sim);
+        let t0 = sim.now();
+        let more = sim.advance();
+        let after = snapshot(sim);
+        let dt = sim.now().saturating_sub(t0).ms() as f64;
+        terms.add(&terms_between(
+            cfg,
+            &before,
+            &after,
+            rate,
+            dt,
+            self.spec.total_gpu_milli() as f64,
+            self.spec.total_gpus() as f64,
+        ));
+        if more {
+            return None;
+        }
+        let p = sim.progress();
+        if p.finished >= p.jobs {
+            Some(EndReason::AllDone)
+        } else {
+            terms.unfinished += p.jobs - p.finished;
+            Some(EndReason::Stalled)
+        }
+    }
+
+    fn finish_step(&mut self, terms: RewardTerms, end: Option<EndReason>) -> Step {
+        let mut obs = Observation {
+            candidates: vec![0.0; MAX_CANDIDATES * CANDIDATE_WIDTH],
+            global: Vec::new(),
+            mask: vec![false; MAX_CANDIDATES],
+        };
+        obs.mask[WAIT_ACTION] = true;
+        obs.candidates[WAIT_ACTION * CANDIDATE_WIDTH..(WAIT_ACTION + 1) * CANDIDATE_WIDTH]
+            .copy_from_slice(&self.featurizer.wait_row());
+        let mut candidates = 0;
+        if let Some(point) = &self.point {
+            obs.global = point.global.to_vec();
+            if end.is_none() {
+                candidates = point.candidates.len();
+                for (i, c) in point.candidates.iter().enumerate() {
+                    obs.mask[i] = true;
+                    obs.candidates[i * CANDIDATE_WIDTH..(i + 1) * CANDIDATE_WIDTH]
+                        .copy_from_slice(&self.featurizer.candidate_row(&c.stats));
+                }
+            }
+        }
+        if obs.global.is_empty() {
+            obs.global = vec![0.0; super::features::GLOBAL_WIDTH];
+        }
+        let sim = self.sim.as_ref().expect("a live episode has a simulator");
+        let p = sim.progress();
+        let info = Info {
+            now_s: sim.now().secs_f64(),
+            steps: self.steps,
+            finished: p.finished,
+            jobs: p.jobs,
+            candidates,
+            terms,
+            end,
+        };
+        let reward = self.cfg.reward.reward(&terms) as f32;
+        self.done = end.is_some();
+        self.obs = Some(obs.clone());
+        Step {
+            obs,
+            reward: if reward.is_finite() { reward } else { 0.0 },
+            terminated: end == Some(EndReason::AllDone),
+            truncated: matches!(
+                end,
+                Some(EndReason::Stalled | EndReason::StepLimit | EndReason::TimeLimit)
+            ),
+            info,
+        }
+    }
+}
+
+fn snapshot(sim: &Simulator<'_>) -> Snapshot {
+    let i = sim.integrals();
+    Snapshot {
+        queue_ms: i.queue_ms,
+        alloc_milli_ms: i.alloc_milli_ms,
+        frag_milli_ms: i.frag_milli_ms,
+        energy_wms: i.energy_wms,
+    }
+}

@@ -1,0 +1,270 @@
+//! The observation: one feature row per candidate action plus global features, in a fixed
+//! layout (`FEATURE_SCHEMA_VERSION`) shared by the environment and the decision service.
+//!
+//! Every feature is finite and clamped to `[-FEATURE_BOUND, FEATURE_BOUND]`; times are
+//! log-scaled (`ln(1 + minutes)`), counts `ln(1 + n)`, fractions as they are. Nothing here
+//! reads a job's true duration: only its spec (with the user's estimate) and runtime state.
+
+use crate::units::SimTime;
+
+/// Bumped whenever a feature is added, removed, reordered or rescaled.
+pub const FEATURE_SCHEMA_VERSION: u32 = 1;
+
+/// Rows in an observation: candidate actions, padded, the last one always "wait".
+pub const MAX_CANDIDATES: usize = 64;
+
+/// The action index of "wait" (apply nothing more now; let time advance).
+pub const WAIT_ACTION: usize = MAX_CANDIDATES - 1;
+
+/// Every feature lies in `[-FEATURE_BOUND, FEATURE_BOUND]`.
+pub const FEATURE_BOUND: f32 = 10.0;
+
+/// Names of the per-candidate features, in row order.
+pub const CANDIDATE_FEATURES: [&str; 22] = [
+    "is_wait",                 // 1 for the wait row, 0 otherwise
+    "job_gpus_log",            // ln(1 + GPUs of the whole gang)
+    "job_gpu_share",           // share of each GPU a task takes (milli / 1000)
+    "job_tasks_log",           // ln(1 + tasks)
+    "job_cpu_per_task_log",    // ln(1 + cores per task)
+    "job_cluster_fraction",    // gang's milli-GPU / cluster's milli-GPU
+    "wait_log_min",            // ln(1 + minutes since submit)
+    "estimate_log_min",        // ln(1 + estimated minutes), 0 without an estimate
+    "has_estimate",            // 1 when the trace has the user's estimate
+    "attained_log_min",        // ln(1 + minutes run before (preempted jobs))
+    "preemptions_log",         // ln(1 + times preempted)
+    "priority_signed_log",     // sign(p) ln(1 + |p|)
+    "queue_position",          // index among pending jobs (submit order) / considered jobs
+    "nodes_used_log",          // ln(1 + distinct nodes of the placement)
+    "cross_node",              // 1 when the gang spans more nodes than it needs
+    "node_gpu_free_after",     // mean free GPU fraction of the used nodes after placing
+    "node_gpu_free_min_after", // least free GPU fraction among them after placing
+    "node_cpu_free_after",     // mean free CPU fraction of the used nodes after placing
+    "frag_delta_signed_log",   // sign ln(1 + |Δ fragmented GPUs|) on the used nodes
+    "by_best_fit",             // proposed by best-fit
+    "by_worst_fit",            // proposed by worst-fit
+    "by_fgd_or_other",         // proposed by fgd or most-allocated
+];
+
+/// Names of the global features, in order.
+pub const GLOBAL_FEATURES: [&str; 11] = [
+    "time_of_day_sin",     // sin(2 pi seconds-of-day / 86400) of sim time
+    "time_of_day_cos",     // cos of the same
+    "queue_len_log",       // ln(1 + pending jobs)
+    "running_log",         // ln(1 + running jobs)
+    "gpu_alloc_fraction",  // allocated milli-GPU / capacity
+    "cpu_alloc_fraction",  // allocated milli-CPU / capacity
+    "frag_fraction",       // fragmented GPU capacity (online task mix) / capacity
+    "pending_gpu_demand",  // ln(1 + pending gangs' GPUs / cluster GPUs)
+    "placed_now_log",      // ln(1 + jobs placed at this instant so far)
+    "oldest_wait_log_min", // ln(1 + minutes the oldest pending job has waited)
+    "elapsed_log_min",     // ln(1 + minutes since the episode's first submit)
+];
+
+pub const CANDIDATE_WIDTH: usize = CANDIDATE_FEATURES.len();
+pub const GLOBAL_WIDTH: usize = GLOBAL_FEATURES.len();
+
+/// What is known of one (job, placement) candidate, in natural units.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CandidateStats {
+    pub gpus_total: u64,
+    pub gpu_share_milli: u32,
+    pub tasks: u32,
+    pub cpu_milli_per_task: u64,
+    pub gpu_milli_total: u64,
+    pub waited: SimTime,
+    pub estimate: Option<SimTime>,
+    pub attained_ms: u64,
+    pub preemptions: u32,
+    pub priority: i32,
+    pub queue_position: usize,
+    pub nodes_used: usize,
+    pub cross_node: bool,
+    pub gpu_free_after_mean: f64,
+    pub gpu_free_after_min: f64,
+    pub cpu_free_after_mean: f64,
+    /// Change of fragmented capacity on the used nodes, milli-GPU.
+    pub frag_delta_milli: f64,
+    /// Bit i set when proposer family i proposed it (0 best-fit, 1 worst-fit, 2 others).
+    pub proposed_by: u8,
+}
+
+/// The cluster and queue at a decision point, in natural units.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GlobalStats {
+    pub now: SimTime,
+    pub pending: usize,
+    pub running: usize,
+    pub alloc_gpu_milli: u64,
+    pub alloc_cpu_milli: u64,
+    pub frag_milli: f64,
+    pub pending_gpus: u64,
+    pub placed_now: u32,
+    pub oldest_wait: SimTime,
+    pub elapsed: SimTime,
+}
+
+/// Turns stats into feature rows; sized by the cluster and the number of jobs considered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Featurizer {
+    pub total_gpu_milli: u64,
+    pub total_gpus: u64,
+    pub total_cpu_milli: u64,
+    /// Pending jobs considered per decision (scales `queue_position`).
+    pub jobs_considered: usize,
+}
+
+fn log_min(t: SimTime) -> f32 {
+    (t.ms() as f64 / 60_000.0).ln_1p() as f32
+}
+
+fn log_n(n: f64) -> f32 {
+    n.max(0.0).ln_1p() as f32
+}
+
+fn signed_log(x: f64) -> f32 {
+    (x.signum() * x.abs().ln_1p()) as f32
+}
+
+fn ratio(a: f64, b: f64) -> f32 {
+    if b > 0.0 { (a / b) as f32 } else { 0.0 }
+}
+
+fn clamp<const N: usize>(mut row: [f32; N]) -> [f32; N] {
+    for x in &mut row {
+        // NaN (never expected) reads as 0; infinities saturate at the bound.
+        *x = if x.is_nan() {
+            0.0
+        } else {
+            x.clamp(-FEATURE_BOUND, FEATURE_BOUND)
+        };
+    }
+    row
+}
+
+impl Featurizer {
+    /// The wait row: `is_wait` set, everything else 0.
+    pub fn wait_row(&self) -> [f32; CANDIDATE_WIDTH] {
+        let mut row = [0.0; CANDIDATE_WIDTH];
+        row[0] = 1.0;
+        row
+    }
+
+    pub fn candidate_row(&self, c: &CandidateStats) -> [f32; CANDIDATE_WIDTH] {
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        clamp([
+            0.0,
+            log_n(c.gpus_total as f64),
+            c.gpu_share_milli as f32 / 1000.0,
+            log_n(c.tasks as f64),
+            log_n(c.cpu_milli_per_task as f64 / 1000.0),
+            ratio(c.gpu_milli_total as f64, self.total_gpu_milli as f64),
+            log_min(c.waited),
+            c.estimate.map_or(0.0, log_min),
+            flag(c.estimate.is_some()),
+            log_min(SimTime(c.attained_ms)),
+            log_n(c.preemptions as f64),
+            signed_log(c.priority as f64),
+            ratio(c.queue_position as f64, self.jobs_considered.max(1) as f64),
+            log_n(c.nodes_used as f64),
+            flag(c.cross_node),
+            c.gpu_free_after_mean as f32,
+            c.gpu_free_after_min as f32,
+            c.cpu_free_after_mean as f32,
+            signed_log(c.frag_delta_milli / 1000.0),
+            flag(c.proposed_by & 1 != 0),
+            flag(c.proposed_by & 2 != 0),
+            flag(c.proposed_by & 4 != 0),
+        ])
+    }
+
+    pub fn global_row(&self, g: &GlobalStats) -> [f32; GLOBAL_WIDTH] {
+        let day = (g.now.ms() % 86_400_000) as f64 / 86_400_000.0 * std::f64::consts::TAU;
+        clamp([
+            day.sin() as f32,
+            day.cos() as f32,
+            log_n(g.pending as f64),
+            log_n(g.running as f64),
+            ratio(g.alloc_gpu_milli as f64, self.total_gpu_milli as f64),
+            ratio(g.alloc_cpu_milli as f64, self.total_cpu_milli as f64),
+            ratio(g.frag_milli, self.total_gpu_milli as f64),
+            log_n(ratio(g.pending_gpus as f64, self.total_gpus as f64) as f64),
+            log_n(g.placed_now as f64),
+            log_min(g.oldest_wait),
+            log_min(g.elapsed),
+        ])
+    }
+}
+
+/// What the agent sees: `MAX_CANDIDATES` rows of `CANDIDATE_WIDTH` features (row-major,
+/// padding rows 0), the global features, and which rows are legal actions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub candidates: Vec<f32>,
+    pub global: Vec<f32>,
+    /// `mask[a]`: action `a` is legal. `mask[WAIT_ACTION]` is always true.
+    pub mask: Vec<bool>,
+}
+
+impl Observation {
+    /// The row of action `a`.
+    pub fn row(&self, a: usize) -> &[f32] {
+        &self.candidates[a * CANDIDATE_WIDTH..(a + 1) * CANDIDATE_WIDTH]
+    }
+    /// Legal actions, ascending.
+    pub fn legal_actions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.mask
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m)
+            .map(|(a, _)| a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_scaled_and_bounded() {
+        let f = Featurizer {
+            total_gpu_milli: 32_000,
+            total_gpus: 32,
+            total_cpu_milli: 256_000,
+            jobs_considered: 16,
+        };
+        // A 2x4-GPU gang waiting 59 min (ln 60), one hour estimate, priority -3.
+        let c = CandidateStats {
+            gpus_total: 8,
+            gpu_share_milli: 1000,
+            tasks: 2,
+            gpu_milli_total: 8000,
+            waited: SimTime::from_secs(59 * 60),
+            estimate: Some(SimTime::from_secs(59 * 60)),
+            priority: -3,
+            queue_position: 4,
+            frag_delta_milli: f64::INFINITY,
+            ..CandidateStats::default()
+        };
+        let row = f.candidate_row(&c);
+        assert!((row[1] - 9f32.ln()).abs() < 1e-6);
+        assert_eq!(row[5], 0.25);
+        assert!((row[6] - 60f32.ln()).abs() < 1e-5);
+        assert_eq!(row[8], 1.0);
+        assert!((row[11] + 4f32.ln()).abs() < 1e-6);
+        assert_eq!(row[12], 0.25);
+        // Infinite input: clamped to the bound; all finite.
+        assert_eq!(row[18], FEATURE_BOUND);
+        assert!(
+            row.iter()
+                .all(|x| x.is_finite() && x.abs() <= FEATURE_BOUND)
+        );
+        let g = f.global_row(&GlobalStats {
+            now: SimTime::from_secs(6 * 3600),
+            alloc_gpu_milli: 16_000,
+            ..GlobalStats::default()
+        });
+        assert!((g[0] - 1.0).abs() < 1e-6 && g[1].abs() < 1e-6);
+        assert_eq!(g[4], 0.5);
+        assert_eq!(f.wait_row()[0], 1.0);
+    }
+}

@@ -1,0 +1,37 @@
+//! The gym-style environment: a scheduling episode over a trace window as Gymnasium's
+//! `reset` / `step` contract, with candidate actions, a fixed feature schema, configurable
+//! rewards, a vectorised wrapper and a conformance checker. Built on the simulator and the
+//! policy interface; must not depend on any learning framework.
+//!
+//! - `SchedEnv` (env.rs): one episode; actions index candidates, `WAIT_ACTION` lets time pass.
+//! - candidates.rs: (pending job, placement) pairs from heuristic proposers (no preemption
+//!   candidates yet).
+//! - features.rs: `Featurizer`, `Observation`, `FEATURE_SCHEMA_VERSION` and feature names.
+//! - reward.rs: `RewardConfig` and the per-step terms.
+//! - vector.rs: `VecEnv` over random windows of a training trace, auto-resetting.
+//! - check.rs: `check_env`, run in tests on every configuration.
+//!
+//! ```text
+//! cargo test -p lachesis-env gym
+//! ```
+
+mod candidates;
+mod check;
+mod env;
+mod features;
+mod reward;
+mod vector;
+
+#[cfg(test)]
+mod tests;
+
+pub use candidates::{Candidate, DecisionPoint, OnlineMix, Proposer, Proposers, enumerate};
+pub use check::{CheckError, CheckReport, check_env};
+pub use env::{EndReason, EnvConfig, EnvError, Info, SchedEnv, Step};
+pub use features::{
+    CANDIDATE_FEATURES, CANDIDATE_WIDTH, CandidateStats, FEATURE_BOUND, FEATURE_SCHEMA_VERSION,
+    Featurizer, GLOBAL_FEATURES, GLOBAL_WIDTH, GlobalStats, MAX_CANDIDATES, Observation,
+    WAIT_ACTION,
+};
+pub use reward::{Objective, RewardConfig, RewardTerms};
+pub use vector::{VecEnv, VecStep, window_pool};

@@ -1,0 +1,235 @@
+//! End-to-end tests of the environment: the conformance check on several configurations and
+//! episode-level sanity checks.
+
+use super::*;
+use crate::cluster::{ClusterSpec, load_cluster};
+use crate::job::Trace;
+use crate::trace::read_trace;
+use crate::trace::synthetic::synthetic_trace;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use std::path::Path;
+use std::sync::Arc;
+
+fn cluster() -> Arc<ClusterSpec> {
+    Arc::new(load_cluster("4x8:V100").unwrap())
+}
+
+fn synthetic() -> Trace {
+    synthetic_trace(40, &cluster(), 0.9, 7)
+}
+
+fn itp_window() -> Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/itp/cluster10.csv");
+    let t = read_trace(&path, None).unwrap().trace;
+    let from = t.jobs()[100].submit;
+    let to = t.jobs()[140].submit;
+    t.window(from, to)
+}
+
+fn cfg(reward: RewardConfig, max_steps: u64, max_sim_time_s: f64) -> EnvConfig {
+    let mut c = EnvConfig {
+        reward,
+        max_steps,
+        max_sim_time_s,
+        ..EnvConfig::default()
+    };
+    c.sim.skip_unplaceable = true;
+    c
+}
+
+/// Plays one episode with `choose(obs, rng)`; returns the total reward and the last step.
+fn play(
+    env: &mut SchedEnv<'_>,
+    seed: u64,
+    mut choose: impl FnMut(&Observation, &mut StdRng) -> usize,
+) -> (f64, Step) {
+    let (mut obs, _) = env.reset(seed).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut total = 0.0;
+    loop {
+        let s = env.step(choose(&obs, &mut rng)).unwrap();
+        total += f64::from(s.reward);
+        if s.terminated || s.truncated {
+            return (total, s);
+        }
+        obs = s.obs;
+    }
+}
+
+fn first(obs: &Observation, _: &mut StdRng) -> usize {
+    obs.legal_actions().next().unwrap()
+}
+
+fn random(obs: &Observation, rng: &mut StdRng) -> usize {
+    let legal: Vec<usize> = obs.legal_actions().collect();
+    legal[rng.random_range(0..legal.len())]
+}
+
+#[test]
+fn check_env_passes_on_every_configuration() {
+    let spec = cluster();
+    let traces = [synthetic(), itp_window()];
+    for trace in &traces {
+        for objective in Objective::ALL {
+            for (max_steps, max_time) in [(0, 0.0), (25, 0.0), (0, 3600.0)] {
+                let c = cfg(RewardConfig::objective(objective), max_steps, max_time);
+                let report = check_env(
+                    || SchedEnv::new(trace, Arc::clone(&spec), c.clone()),
+                    &[1, 2],
+                )
+                .unwrap_or_else(|e| panic!("{} {objective:?} {max_steps}: {e}", trace.name));
+                assert_eq!(report.episodes, 2);
+                if max_steps > 0 {
+                    assert!(report.steps <= 2 * max_steps);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn greedy_finishes_every_job_and_always_wait_stalls() {
+    let spec = cluster();
+    for trace in [synthetic(), itp_window()] {
+        let mut env = SchedEnv::new(
+            &trace,
+            Arc::clone(&spec),
+            cfg(RewardConfig::default(), 0, 0.0),
+        )
+        .unwrap();
+        let (_, last) = play(&mut env, 3, first);
+        assert!(last.terminated && !last.truncated, "{:?}", last.info);
+        assert_eq!(last.info.end, Some(EndReason::AllDone));
+        assert_eq!(last.info.finished, last.info.jobs);
+        let (_, last) = play(&mut env, 3, |_, _| WAIT_ACTION);
+        assert!(last.truncated && !last.terminated, "{:?}", last.info);
+        assert_eq!(last.info.end, Some(EndReason::Stalled));
+        assert_eq!(last.info.finished, 0);
+        assert_eq!(last.info.terms.unfinished, last.info.jobs);
+        assert!(matches!(env.step(WAIT_ACTION), Err(EnvError::EpisodeOver)));
+    }
+}
+
+#[test]
+fn greedy_beats_random_on_the_jct_reward() {
+    let trace = synthetic();
+    let spec = cluster();
+    let mut env = SchedEnv::new(&trace, spec, cfg(RewardConfig::default(), 0, 0.0)).unwrap();
+    let seeds = [1, 2, 3, 4];
+    let mean = |f: &mut dyn FnMut(u64) -> f64| seeds.iter().map(|s| f(*s)).sum::<f64>() / 4.0;
+    let greedy = mean(&mut |s| play(&mut env, s, first).0);
+    let rand = mean(&mut |s| play(&mut env, s, random).0);
+    assert!(greedy.is_finite() && rand.is_finite());
+    assert!(greedy > rand, "greedy {greedy} vs random {rand}");
+}
+
+#[test]
+fn horizons_truncate() {
+    let trace = synthetic();
+    let spec = cluster();
+    let mut env = SchedEnv::new(
+        &trace,
+        Arc::clone(&spec),
+        cfg(RewardConfig::default(), 5, 0.0),
+    )
+    .unwrap();
+    let (_, last) = play(&mut env, 1, first);
+    assert_eq!(
+        (last.info.steps, last.info.end),
+        (5, Some(EndReason::StepLimit))
+    );
+    assert!(last.truncated && !last.terminated);
+    let mut env = SchedEnv::new(&trace, spec, cfg(RewardConfig::default(), 0, 600.0)).unwrap();
+    let (_, last) = play(&mut env, 1, |_, _| WAIT_ACTION);
+    assert!(last.truncated);
+    assert!(matches!(
+        last.info.end,
+        Some(EndReason::TimeLimit | EndReason::Stalled)
+    ));
+}
+
+#[test]
+fn candidates_are_feasible_and_wait_is_last() {
+    // The synthetic jobs all submitted at once, so one instant has many choices.
+    let base = synthetic();
+    let jobs: Vec<_> = base
+        .jobs()
+        .iter()
+        .map(|j| crate::job::JobSpec {
+            submit: crate::units::SimTime::ZERO,
+            ..j.clone()
+        })
+        .collect();
+    let durations = base
+        .jobs()
+        .iter()
+        .map(|j| base.true_duration(j.id))
+        .collect();
+    let trace = Trace::new("burst", jobs, durations, vec!["t".into()]).unwrap();
+    let mut env = SchedEnv::new(&trace, cluster(), cfg(RewardConfig::default(), 0, 0.0)).unwrap();
+    let (obs, info) = env.reset(0).unwrap();
+    assert!(info.candidates >= 1);
+    assert_eq!(obs.legal_actions().last(), Some(WAIT_ACTION));
+    assert_eq!(obs.row(WAIT_ACTION)[0], 1.0);
+    assert_eq!(obs.row(0)[0], 0.0);
+    assert!(env.candidate(0).is_some() && env.candidate(WAIT_ACTION).is_none());
+    // Candidates of one job differ in their node sets (duplicates are merged).
+    let n = info.candidates;
+    for i in 0..n {
+        for k in i + 1..n {
+            let (a, b) = (env.candidate(i).unwrap(), env.candidate(k).unwrap());
+            let nodes = |c: &Candidate| {
+                let mut v: Vec<_> = c.placement.tasks.iter().map(|t| t.node).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            assert!(a.placement.job != b.placement.job || nodes(a) != nodes(b));
+        }
+    }
+    // Placing a candidate starts its job now: while other candidates remain, the sim time does
+    // not move and no reward accrues; once none remain, time runs to the next choice.
+    let mut now_s = info.now_s;
+    let mut same_instant = 0;
+    for _ in 0..50 {
+        let s = env.step(0).unwrap();
+        if s.info.now_s == now_s {
+            assert_eq!(s.reward, 0.0);
+            same_instant += 1;
+        }
+        if s.terminated || s.truncated {
+            break;
+        }
+        now_s = s.info.now_s;
+    }
+    assert!(same_instant > 0);
+    assert_eq!(CANDIDATE_FEATURES.len(), CANDIDATE_WIDTH);
+    assert_eq!(SchedEnv::schema_version(), FEATURE_SCHEMA_VERSION);
+}
+
+#[test]
+fn vec_env_auto_resets_over_random_windows() {
+    let spec = cluster();
+    let train = synthetic_trace(200, &spec, 0.9, 11);
+    let pool = window_pool(&train, 20, 6, 5).unwrap();
+    let mut venv = VecEnv::new(&pool, spec, cfg(RewardConfig::default(), 40, 0.0), 3, 9).unwrap();
+    let mut obs = venv.reset().unwrap();
+    assert_eq!(obs.len(), 3);
+    let mut ends = 0;
+    for _ in 0..200 {
+        let actions: Vec<usize> = obs
+            .iter()
+            .map(|o| o.legal_actions().next().unwrap())
+            .collect();
+        let s = venv.step(&actions).unwrap();
+        for i in 0..3 {
+            assert_eq!(s.final_obs[i].is_some(), s.terminated[i] || s.truncated[i]);
+            assert!(s.rewards[i].is_finite());
+        }
+        ends += s.final_obs.iter().filter(|o| o.is_some()).count();
+        obs = s.obs;
+    }
+    assert!(ends >= 3, "{ends}");
+    assert!(venv.step(&[WAIT_ACTION]).is_err());
+}

@@ -1,0 +1,151 @@
+//! `VecEnv`: N environments over random windows of a training trace, stepped together
+//! (sequentially), each reset automatically when its episode ends.
+
+use super::env::{EnvConfig, EnvError, Info, SchedEnv};
+use super::features::Observation;
+use crate::cluster::ClusterSpec;
+use crate::job::Trace;
+use crate::trace::split::{SplitError, random_windows};
+use crate::units::SimTime;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use std::sync::Arc;
+
+/// `count` windows of about `jobs` consecutive jobs of `trace`, as traces (seeded): the pool a
+/// `VecEnv` draws its episodes from.
+pub fn window_pool(
+    trace: &Trace,
+    jobs: usize,
+    count: usize,
+    seed: u64,
+) -> Result<Vec<Trace>, SplitError> {
+    Ok(random_windows(trace, jobs, count, seed)?
+        .into_iter()
+        .map(|w| {
+            let from = SimTime::from_secs_f64(w.from_s).expect("window starts are finite");
+            let to = SimTime::from_secs_f64(w.to_s).expect("window ends are finite");
+            trace.window(from, to)
+        })
+        .collect())
+}
+
+/// The batched result of one `VecEnv::step`. Where an episode ended, `obs[i]` is the first
+/// observation of the next one (auto-reset) and `final_obs[i]` the last of the ended one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VecStep {
+    pub obs: Vec<Observation>,
+    pub rewards: Vec<f32>,
+    pub terminated: Vec<bool>,
+    pub truncated: Vec<bool>,
+    pub final_obs: Vec<Option<Observation>>,
+    pub infos: Vec<Info>,
+}
+
+/// N environments over windows drawn (seeded) from a pool.
+pub struct VecEnv<'t> {
+    pool: &'t [Trace],
+    spec: Arc<ClusterSpec>,
+    cfg: EnvConfig,
+    envs: Vec<SchedEnv<'t>>,
+    rng: StdRng,
+}
+
+impl std::fmt::Debug for VecEnv<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VecEnv")
+            .field("envs", &self.envs.len())
+            .field("pool", &self.pool.len())
+            .finish()
+    }
+}
+
+impl<'t> VecEnv<'t> {
+    /// `n` environments; `reset` must be called before `step`.
+    pub fn new(
+        pool: &'t [Trace],
+        spec: Arc<ClusterSpec>,
+        cfg: EnvConfig,
+        n: usize,
+        seed: u64,
+    ) -> Result<Self, EnvError> {
+        if pool.is_empty() || n == 0 {
+            return Err(EnvError::Config(
+                "a VecEnv needs at least one window and one environment".into(),
+            ));
+        }
+        let mut v = VecEnv {
+            pool,
+            spec,
+            cfg,
+            envs: Vec::with_capacity(n),
+            rng: StdRng::seed_from_u64(seed),
+        };
+        for _ in 0..n {
+            let env = v.draw()?;
+            v.envs.push(env);
+        }
+        Ok(v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.envs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.envs.is_empty()
+    }
+
+    fn draw(&mut self) -> Result<SchedEnv<'t>, EnvError> {
+        let i = self.rng.random_range(0..self.pool.len());
+        SchedEnv::new(&self.pool[i], Arc::clone(&self.spec), self.cfg.clone())
+    }
+
+    /// Resets every environment (episode seeds drawn from the VecEnv's seed).
+    pub fn reset(&mut self) -> Result<Vec<Observation>, EnvError> {
+        let mut out = Vec::with_capacity(self.envs.len());
+        for i in 0..self.envs.len() {
+            let seed = self.rng.random();
+            out.push(self.envs[i].reset(seed)?.0);
+        }
+        Ok(out)
+    }
+
+    /// Steps environment i with `actions[i]`, auto-resetting the ones that end on a new window.
+    pub fn step(&mut self, actions: &[usize]) -> Result<VecStep, EnvError> {
+        if actions.len() != self.envs.len() {
+            return Err(EnvError::Config(format!(
+                "{} actions for {} environments",
+                actions.len(),
+                self.envs.len()
+            )));
+        }
+        let n = self.envs.len();
+        let mut out = VecStep {
+            obs: Vec::with_capacity(n),
+            rewards: Vec::with_capacity(n),
+            terminated: Vec::with_capacity(n),
+            truncated: Vec::with_capacity(n),
+            final_obs: Vec::with_capacity(n),
+            infos: Vec::with_capacity(n),
+        };
+        for (i, a) in actions.iter().enumerate() {
+            let step = self.envs[i].step(*a)?;
+            let (obs, final_obs) = if step.terminated || step.truncated {
+                let mut env = self.draw()?;
+                let seed = self.rng.random();
+                let (first, _) = env.reset(seed)?;
+                self.envs[i] = env;
+                (first, Some(step.obs))
+            } else {
+                (step.obs, None)
+            };
+            out.obs.push(obs);
+            out.rewards.push(step.reward);
+            out.terminated.push(step.terminated);
+            out.truncated.push(step.truncated);
+            out.final_obs.push(final_obs);
+            out.infos.push(step.info);
+        }
+        Ok(out)
+    }
+}
