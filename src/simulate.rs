@@ -235,7 +235,10 @@ pub fn summary_table(s: &Summary) -> String {
             "GPU fragmentation",
             format!("{:.1} %", 100.0 * s.frag_gpu_rate),
         ),
-        ("CPU allocation", format!("{:.1} %", 100.0 * s.cpu_alloc_rate)),
+        (
+            "CPU allocation",
+            format!("{:.1} %", 100.0 * s.cpu_alloc_rate),
+        ),
         ("avg queue length", format!("{:.1}", s.avg_queue_len)),
         ("tenant fairness", format!("{:.3} (Jain)", s.jain_fairness)),
         ("energy (GPUs)", format!("{:.1} kWh", s.energy_kwh)),
