@@ -233,3 +233,42 @@ fn vec_env_auto_resets_over_random_windows() {
     assert!(ends >= 3, "{ends}");
     assert!(venv.step(&[WAIT_ACTION]).is_err());
 }
+
+#[test]
+fn vec_env_steps_the_same_on_one_thread_and_on_several() {
+    let spec = Arc::new(load_cluster("4x8:V100").unwrap());
+    let train = synthetic_trace(200, &spec, 0.9, 11);
+    let pool = window_pool(&train, 20, 6, 5).unwrap();
+    let run = |threads: usize| {
+        let mut venv = VecEnv::new(
+            &pool,
+            Arc::clone(&spec),
+            cfg(RewardConfig::default(), 40, 0.0),
+            4,
+            9,
+        )
+        .unwrap()
+        .with_threads(threads);
+        let mut obs = venv.reset().unwrap();
+        let mut steps = Vec::new();
+        for t in 0..120 {
+            // Alternate the first legal action and "wait" so episodes end at different times.
+            let actions: Vec<usize> = obs
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    if (t + i) % 3 == 0 {
+                        WAIT_ACTION
+                    } else {
+                        o.legal_actions().next().unwrap()
+                    }
+                })
+                .collect();
+            let s = venv.step(&actions).unwrap();
+            obs = s.obs.clone();
+            steps.push(s);
+        }
+        steps
+    };
+    assert_eq!(run(1), run(3));
+}

@@ -1,5 +1,7 @@
-//! `VecEnv`: N environments over random windows of a training trace, stepped together
-//! (sequentially), each reset automatically when its episode ends.
+//! `VecEnv`: N environments over random windows of a training trace, stepped together in
+//! parallel (scoped threads, one chunk of environments each), each reset automatically when
+//! its episode ends. Results do not depend on the thread count: every environment is stepped
+//! on its own, and the seeded draws of new windows happen afterwards, in environment order.
 
 use super::env::{EnvConfig, EnvError, Info, SchedEnv};
 use super::features::Observation;
@@ -48,6 +50,7 @@ pub struct VecEnv<'t> {
     cfg: EnvConfig,
     envs: Vec<SchedEnv<'t>>,
     rng: StdRng,
+    threads: usize,
 }
 
 impl std::fmt::Debug for VecEnv<'_> {
@@ -79,12 +82,19 @@ impl<'t> VecEnv<'t> {
             cfg,
             envs: Vec::with_capacity(n),
             rng: StdRng::seed_from_u64(seed),
+            threads: std::thread::available_parallelism().map_or(1, |t| t.get()),
         };
         for _ in 0..n {
             let env = v.draw()?;
             v.envs.push(env);
         }
         Ok(v)
+    }
+
+    /// Steps with at most `threads` threads (1 = sequentially); the default is every core.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -128,8 +138,37 @@ impl<'t> VecEnv<'t> {
             final_obs: Vec::with_capacity(n),
             infos: Vec::with_capacity(n),
         };
-        for (i, a) in actions.iter().enumerate() {
-            let step = self.envs[i].step(*a)?;
+        let threads = self.threads.min(n).max(1);
+        let steps: Vec<Result<super::env::Step, EnvError>> = if threads == 1 {
+            self.envs
+                .iter_mut()
+                .zip(actions)
+                .map(|(e, a)| e.step(*a))
+                .collect()
+        } else {
+            let chunk = n.div_ceil(threads);
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = self
+                    .envs
+                    .chunks_mut(chunk)
+                    .zip(actions.chunks(chunk))
+                    .map(|(envs, acts)| {
+                        scope.spawn(move || {
+                            envs.iter_mut()
+                                .zip(acts)
+                                .map(|(e, a)| e.step(*a))
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .flat_map(|w| w.join().expect("an environment worker panicked"))
+                    .collect()
+            })
+        };
+        for (i, step) in steps.into_iter().enumerate() {
+            let step = step?;
             let (obs, final_obs) = if step.terminated || step.truncated {
                 let mut env = self.draw()?;
                 let seed = self.rng.random();
