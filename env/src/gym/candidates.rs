@@ -4,14 +4,22 @@
 //! For each of the first `jobs_considered` pending jobs (submit order), every configured
 //! proposer places the job tentatively on the live cluster through the decision's planner
 //! (then undoes it), so a candidate is feasible now by construction and its features can read
-//! the cluster as it would be after the placement. Preemption candidates are not offered yet.
-//! Works on a `DecisionContext` alone, so the decision service can enumerate the same way.
+//! the cluster as it would be after the placement.
+//!
+//! A considered job that no proposer can place gets at most one preemption candidate: the
+//! minimal victim set of the `preempt` modifier (`minimal_victims`: preemptible running jobs of
+//! a strictly lower class, QoS then priority) found with the first proposer, and that
+//! proposer's placement once the victims are freed. Taking it applies one decision that
+//! preempts the victims, then places the job. Works on a `DecisionContext` alone, so the
+//! decision service can enumerate the same way.
 
 use super::features::{CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats};
 use crate::cluster::{ClusterState, FitStrategy};
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::place::{Fgd, MostAllocated};
-use crate::policy::{DecisionContext, Placement, Placer, StrategyPlacer};
+use crate::policy::{
+    DecisionContext, PendingJob, Placement, Placer, StrategyPlacer, minimal_victims,
+};
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -89,11 +97,33 @@ impl OnlineMix {
     }
 }
 
-/// One legal non-wait action.
+/// One legal non-wait action: preempt `preemptions` (empty for a plain placement), then place.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
+    pub preemptions: Vec<JobId>,
     pub placement: Placement,
     pub stats: CandidateStats,
+}
+
+/// The stats of placing pending job `p` (at `position` in the queue) on `nodes`; the
+/// after-placement and victim fields are left for the caller.
+fn job_stats(p: &PendingJob<'_>, position: usize, nodes: usize, min_nodes: u64) -> CandidateStats {
+    CandidateStats {
+        gpus_total: p.spec.gpus_total(),
+        gpu_share_milli: p.spec.task.gpu_milli,
+        tasks: p.spec.tasks,
+        cpu_milli_per_task: p.spec.task.cpu_milli,
+        gpu_milli_total: p.spec.gpu_milli_total(),
+        waited: p.waited,
+        estimate: p.spec.estimate,
+        attained_ms: p.runtime.attained_ms,
+        preemptions: p.runtime.preemptions,
+        priority: p.spec.priority,
+        queue_position: position,
+        nodes_used: nodes,
+        cross_node: nodes as u64 > min_nodes,
+        ..CandidateStats::default()
+    }
 }
 
 /// The candidates of a decision point and its global features.
@@ -205,34 +235,76 @@ pub fn enumerate(
             let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
             seen.push((nodes.clone(), candidates.len()));
             candidates.push(Candidate {
+                preemptions: Vec::new(),
                 placement: Placement {
                     job: p.spec.id,
                     tasks,
                 },
                 stats: CandidateStats {
-                    gpus_total: p.spec.gpus_total(),
-                    gpu_share_milli: p.spec.task.gpu_milli,
-                    tasks: p.spec.tasks,
-                    cpu_milli_per_task: p.spec.task.cpu_milli,
-                    gpu_milli_total: p.spec.gpu_milli_total(),
-                    waited: p.waited,
-                    estimate: p.spec.estimate,
-                    attained_ms: p.runtime.attained_ms,
-                    preemptions: p.runtime.preemptions,
-                    priority: p.spec.priority,
-                    queue_position: position,
-                    nodes_used: nodes.len(),
-                    cross_node: nodes.len() as u64 > min_nodes,
                     gpu_free_after_mean: gpu_mean,
                     gpu_free_after_min: gpu_min,
                     cpu_free_after_mean: cpu_mean,
                     frag_delta_milli: frag_after - frag_before,
                     proposed_by: kind.flag(),
+                    ..job_stats(&p, position, nodes.len(), min_nodes)
                 },
             });
             if candidates.len() >= limit {
                 break 'jobs;
             }
+        }
+        if !seen.is_empty() {
+            continue;
+        }
+        let (Some(kind), Some(placer)) = (proposers.kinds.first(), proposers.placers.first_mut())
+        else {
+            continue;
+        };
+        let Some(victims) = minimal_victims(ctx, &mut planner, placer.as_mut(), p.spec) else {
+            continue;
+        };
+        let mark = planner.mark();
+        for v in &victims {
+            planner.free_running(*v);
+        }
+        let Some(tasks) = placer.place(&mut planner, p.spec) else {
+            planner.undo_to(mark);
+            continue;
+        };
+        let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let frag_after: f64 = nodes
+            .iter()
+            .map(|n| mix.node_fragment(planner.state(), *n))
+            .sum();
+        let (gpu_mean, gpu_min, cpu_mean) = free_after(planner.state(), &nodes);
+        planner.undo_to(mark);
+        let frag_before: f64 = nodes
+            .iter()
+            .map(|n| mix.node_fragment(planner.state(), *n))
+            .sum();
+        let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
+        let victim_gpus = victims.iter().map(|v| ctx.job(*v).gpus_total()).sum();
+        candidates.push(Candidate {
+            placement: Placement {
+                job: p.spec.id,
+                tasks,
+            },
+            stats: CandidateStats {
+                gpu_free_after_mean: gpu_mean,
+                gpu_free_after_min: gpu_min,
+                cpu_free_after_mean: cpu_mean,
+                frag_delta_milli: frag_after - frag_before,
+                proposed_by: kind.flag(),
+                victims: victims.len(),
+                victim_gpus,
+                ..job_stats(&p, position, nodes.len(), min_nodes)
+            },
+            preemptions: victims,
+        });
+        if candidates.len() >= limit {
+            break;
         }
     }
     DecisionPoint { candidates, global }

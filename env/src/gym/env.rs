@@ -128,7 +128,8 @@ pub struct Step {
 /// `step(action)` takes an index whose `obs.mask` entry is true. Action `WAIT_ACTION` applies
 /// nothing more at this instant and lets time advance to the next decision point; any other
 /// legal action starts that candidate's job on its placement at once (a one-placement
-/// `Decision` applied to the simulator) and the candidates are enumerated again at the same
+/// `Decision` applied to the simulator, preempting the candidate's victims first if it is a
+/// preemption candidate) and the candidates are enumerated again at the same
 /// instant, so a decision is built job by job and "wait" closes it. Decision points where no
 /// candidate exists are skipped (their time still earns reward). Same seed and same actions,
 /// same observations and rewards. A masked action is an error and changes nothing.
@@ -241,12 +242,13 @@ impl<'t> SchedEnv<'t> {
                 .point
                 .take()
                 .expect("a live episode has a decision point");
-            let placement = point.candidates[action].placement.clone();
+            let chosen = &point.candidates[action];
+            let decision = Decision {
+                preemptions: chosen.preemptions.clone(),
+                placements: vec![chosen.placement.clone()],
+            };
             let sim = self.sim.as_mut().expect("a live episode has a simulator");
-            sim.apply(&Decision {
-                preemptions: Vec::new(),
-                placements: vec![placement],
-            });
+            sim.apply(&decision);
             self.count_placement();
             self.advance_to_choice(&mut terms)
         };

@@ -4,11 +4,13 @@
 //! Every feature is finite and clamped to `[-FEATURE_BOUND, FEATURE_BOUND]`; times are
 //! log-scaled (`ln(1 + minutes)`), counts `ln(1 + n)`, fractions as they are. Nothing here
 //! reads a job's true duration: only its spec (with the user's estimate) and runtime state.
+//!
+//! Version 2 added `preempts_log` and `victim_gpu_frac` (preemption candidates).
 
 use crate::units::SimTime;
 
 /// Bumped whenever a feature is added, removed, reordered or rescaled.
-pub const FEATURE_SCHEMA_VERSION: u32 = 1;
+pub const FEATURE_SCHEMA_VERSION: u32 = 2;
 
 /// Rows in an observation: candidate actions, padded, the last one always "wait".
 pub const MAX_CANDIDATES: usize = 64;
@@ -20,7 +22,7 @@ pub const WAIT_ACTION: usize = MAX_CANDIDATES - 1;
 pub const FEATURE_BOUND: f32 = 10.0;
 
 /// Names of the per-candidate features, in row order.
-pub const CANDIDATE_FEATURES: [&str; 22] = [
+pub const CANDIDATE_FEATURES: [&str; 24] = [
     "is_wait",                 // 1 for the wait row, 0 otherwise
     "job_gpus_log",            // ln(1 + GPUs of the whole gang)
     "job_gpu_share",           // share of each GPU a task takes (milli / 1000)
@@ -43,6 +45,8 @@ pub const CANDIDATE_FEATURES: [&str; 22] = [
     "by_best_fit",             // proposed by best-fit
     "by_worst_fit",            // proposed by worst-fit
     "by_fgd_or_other",         // proposed by fgd or most-allocated
+    "preempts_log",            // ln(1 + jobs the candidate preempts), 0 for a plain placement
+    "victim_gpu_frac",         // GPUs of the jobs it preempts / cluster GPUs
 ];
 
 /// Names of the global features, in order.
@@ -86,6 +90,10 @@ pub struct CandidateStats {
     pub frag_delta_milli: f64,
     /// Bit i set when proposer family i proposed it (0 best-fit, 1 worst-fit, 2 others).
     pub proposed_by: u8,
+    /// Running jobs the candidate preempts (0 for a plain placement).
+    pub victims: usize,
+    /// Their GPUs, whole gangs.
+    pub victim_gpus: u64,
 }
 
 /// The cluster and queue at a decision point, in natural units.
@@ -174,6 +182,8 @@ impl Featurizer {
             flag(c.proposed_by & 1 != 0),
             flag(c.proposed_by & 2 != 0),
             flag(c.proposed_by & 4 != 0),
+            log_n(c.victims as f64),
+            ratio(c.victim_gpus as f64, self.total_gpus as f64),
         ])
     }
 
@@ -243,6 +253,8 @@ mod tests {
             priority: -3,
             queue_position: 4,
             frag_delta_milli: f64::INFINITY,
+            victims: 2,
+            victim_gpus: 8,
             ..CandidateStats::default()
         };
         let row = f.candidate_row(&c);
@@ -252,6 +264,9 @@ mod tests {
         assert_eq!(row[8], 1.0);
         assert!((row[11] + 4f32.ln()).abs() < 1e-6);
         assert_eq!(row[12], 0.25);
+        // Preempting two jobs of 8 GPUs in all.
+        assert!((row[22] - 3f32.ln()).abs() < 1e-6);
+        assert_eq!(row[23], 0.25);
         // Infinite input: clamped to the bound; all finite.
         assert_eq!(row[18], FEATURE_BOUND);
         assert!(

@@ -4,8 +4,8 @@
 //! policy interface; must not depend on any learning framework.
 //!
 //! - `SchedEnv` (env.rs): one episode; actions index candidates, `WAIT_ACTION` lets time pass.
-//! - candidates.rs: (pending job, placement) pairs from heuristic proposers (no preemption
-//!   candidates yet).
+//! - candidates.rs: (pending job, placement) pairs from heuristic proposers, and for a job
+//!   none can place, at most one preemption candidate (minimal victim set, then placement).
 //! - features.rs: `Featurizer`, `Observation`, `FEATURE_SCHEMA_VERSION` and feature names.
 //! - reward.rs: `RewardConfig` and the per-step terms.
 //! - vector.rs: `VecEnv` over random windows of a training trace, auto-resetting.

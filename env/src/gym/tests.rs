@@ -272,3 +272,137 @@ fn vec_env_steps_the_same_on_one_thread_and_on_several() {
     };
     assert_eq!(run(1), run(3));
 }
+
+/// `trace` with QoS classes mixed by job index (guaranteed, best-effort, burstable,
+/// latency-sensitive, ...), every job preemptible.
+fn mixed_qos(trace: &Trace) -> Trace {
+    use crate::job::Qos;
+    let classes = [
+        Qos::Guaranteed,
+        Qos::BestEffort,
+        Qos::Burstable,
+        Qos::LatencySensitive,
+    ];
+    let jobs: Vec<_> = trace
+        .jobs()
+        .iter()
+        .enumerate()
+        .map(|(i, j)| crate::job::JobSpec {
+            qos: classes[i % classes.len()],
+            preemptible: true,
+            ..j.clone()
+        })
+        .collect();
+    let durations = trace
+        .jobs()
+        .iter()
+        .map(|j| trace.true_duration(j.id))
+        .collect();
+    Trace::new(
+        format!("{}-mixed-qos", trace.name),
+        jobs,
+        durations,
+        trace.tenants().to_vec(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_blocked_high_qos_job_gets_one_preemption_candidate() {
+    use crate::job::tests::job;
+    use crate::job::{Qos, TaskRequest};
+    use crate::units::{JobId, SimTime};
+    // One node of 8 GPUs. A best-effort 8-GPU job starts at 0; a guaranteed 4-GPU job arrives
+    // at 60 s and fits only by preempting it.
+    let spec = Arc::new(load_cluster("1x8:V100").unwrap());
+    let mut be = job("be", 0, TaskRequest::whole(8, 1000, 1024));
+    be.qos = Qos::BestEffort;
+    let mut hi = job("hi", 60, TaskRequest::whole(4, 1000, 1024));
+    hi.id = JobId(1);
+    hi.qos = Qos::Guaranteed;
+    let trace = Trace::new(
+        "preempt",
+        vec![be, hi],
+        vec![SimTime::from_secs(3600), SimTime::from_secs(600)],
+        vec!["t".into()],
+    )
+    .unwrap();
+    let mut env = SchedEnv::new(&trace, spec, cfg(RewardConfig::default(), 0, 0.0)).unwrap();
+    let (_, info) = env.reset(0).unwrap();
+    assert_eq!(info.candidates, 1);
+    let c = env.candidate(0).unwrap();
+    assert_eq!((c.placement.job, c.preemptions.len()), (JobId(0), 0));
+    let s = env.step(0).unwrap();
+    // At 60 s: the only candidate preempts the best-effort job for the guaranteed one.
+    assert_eq!((s.info.now_s, s.info.candidates), (60.0, 1));
+    let c = env.candidate(0).unwrap().clone();
+    assert_eq!(c.placement.job, JobId(1));
+    assert_eq!(c.preemptions, vec![JobId(0)]);
+    assert_eq!((c.stats.victims, c.stats.victim_gpus), (1, 8));
+    let row = s.obs.row(0);
+    assert!((row[22] - 2f32.ln()).abs() < 1e-6);
+    assert_eq!(row[23], 1.0);
+    // Taking it preempts the victim and starts the job; the best-effort job (lower class) can
+    // preempt nobody, so it waits and both finish.
+    let mut s = env.step(0).unwrap();
+    while !(s.terminated || s.truncated) {
+        for a in s.obs.legal_actions().filter(|a| *a != WAIT_ACTION) {
+            assert!(env.candidate(a).unwrap().preemptions.is_empty());
+        }
+        let a = s.obs.legal_actions().next().unwrap();
+        s = env.step(a).unwrap();
+    }
+    assert_eq!(s.info.end, Some(EndReason::AllDone));
+    let result = env.finish("test").unwrap();
+    assert_eq!(result.summary.rejected_decisions, 0);
+    let (be, hi) = (&result.jobs[0], &result.jobs[1]);
+    assert_eq!(be.preemptions, 1);
+    assert_eq!(hi.first_start, Some(SimTime::from_secs(60)));
+    assert_eq!(hi.preemptions, 0);
+}
+
+#[test]
+fn check_env_passes_with_preemption_candidates() {
+    let spec = cluster();
+    for trace in [mixed_qos(&synthetic()), mixed_qos(&itp_window())] {
+        let c = cfg(RewardConfig::default(), 0, 0.0);
+        check_env(
+            || SchedEnv::new(&trace, Arc::clone(&spec), c.clone()),
+            &[1, 2],
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", trace.name));
+    }
+    // Taking preemption candidates whenever offered: some occur, none is rejected.
+    let trace = mixed_qos(&synthetic());
+    let mut taken = 0;
+    for seed in [1, 2] {
+        let mut env = SchedEnv::new(
+            &trace,
+            Arc::clone(&spec),
+            cfg(RewardConfig::default(), 0, 0.0),
+        )
+        .unwrap();
+        let (mut obs, _) = env.reset(seed).unwrap();
+        loop {
+            let legal: Vec<usize> = obs.legal_actions().collect();
+            let preempting = legal
+                .iter()
+                .copied()
+                .find(|a| env.candidate(*a).is_some_and(|c| !c.preemptions.is_empty()));
+            if let Some(a) = preempting {
+                let c = env.candidate(a).unwrap();
+                assert!(obs.row(a)[22] > 0.0 && obs.row(a)[23] > 0.0);
+                assert!(!c.preemptions.contains(&c.placement.job));
+                taken += 1;
+            }
+            let s = env.step(preempting.unwrap_or(legal[0])).unwrap();
+            if s.terminated || s.truncated {
+                break;
+            }
+            obs = s.obs;
+        }
+        let result = env.finish("test").unwrap();
+        assert_eq!(result.summary.rejected_decisions, 0, "seed {seed}");
+    }
+    assert!(taken > 0, "no preemption candidate occurred");
+}

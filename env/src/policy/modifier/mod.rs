@@ -11,7 +11,7 @@ mod preempt;
 
 pub use easy::Easy;
 pub use las::LasPreempt;
-pub use preempt::ClassPreempt;
+pub use preempt::{ClassPreempt, minimal_victims};
 
 use super::heuristic::Placer;
 use super::planner::Planner;

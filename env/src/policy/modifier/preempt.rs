@@ -131,6 +131,68 @@ fn prune(
     set
 }
 
+/// The preemptible running jobs not in `exclude`, ranked cheapest first.
+fn preemptible_pool(
+    ctx: &DecisionContext<'_>,
+    planner: &Planner<'_>,
+    exclude: &[JobId],
+) -> Vec<Candidate> {
+    let now = ctx.now();
+    let mut pool: Vec<Candidate> = planner
+        .state()
+        .running()
+        .filter(|a| a.preemptible && !exclude.contains(&a.job))
+        .map(|a| {
+            let spec = ctx.job(a.job);
+            let ran = ctx
+                .runtime(a.job)
+                .run_start
+                .map_or(0, |s| now.saturating_sub(s).ms());
+            Candidate {
+                job: a.job,
+                risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
+                gpus: spec.gpus_total(),
+            }
+        })
+        .collect();
+    pool.sort_by_key(Candidate::rank);
+    pool
+}
+
+/// The victims for `job` among `pool` (ranked cheapest first): only those of a strictly lower
+/// class, and none when the job already fits or no set of them lets it fit.
+fn victims_among(
+    ctx: &DecisionContext<'_>,
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    pool: &[Candidate],
+) -> Option<Vec<JobId>> {
+    let lower: Vec<Candidate> = pool
+        .iter()
+        .copied()
+        .filter(|c| class(ctx.job(c.job)) < class(job))
+        .collect();
+    if lower.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
+        return None;
+    }
+    victim_set(planner, placer, job, &lower)
+}
+
+/// The minimal victim set `ClassPreempt` would preempt for the blocked `job` on the planner's
+/// cluster as it stands (see the module docs for the rule): `None` when the job fits without
+/// preempting, or no set of preemptible lower-class running jobs lets it fit. Victims are
+/// checked with `placer`; nothing changes on the planner.
+pub fn minimal_victims(
+    ctx: &DecisionContext<'_>,
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+) -> Option<Vec<JobId>> {
+    let pool = preemptible_pool(ctx, planner, &[]);
+    victims_among(ctx, planner, placer, job, &pool)
+}
+
 impl Modifier for ClassPreempt {
     fn name(&self) -> &str {
         "preempt"
@@ -144,25 +206,7 @@ impl Modifier for ClassPreempt {
         rest: &[JobId],
         decision: &mut Decision,
     ) {
-        let now = ctx.now();
-        let mut pool: Vec<Candidate> = planner
-            .state()
-            .running()
-            .filter(|a| a.preemptible && !decision.preemptions.contains(&a.job))
-            .map(|a| {
-                let spec = ctx.job(a.job);
-                let ran = ctx
-                    .runtime(a.job)
-                    .run_start
-                    .map_or(0, |s| now.saturating_sub(s).ms());
-                Candidate {
-                    job: a.job,
-                    risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
-                    gpus: spec.gpus_total(),
-                }
-            })
-            .collect();
-        pool.sort_by_key(Candidate::rank);
+        let mut pool = preemptible_pool(ctx, planner, &decision.preemptions);
         for id in rest {
             if pool.is_empty() {
                 return;
@@ -171,15 +215,7 @@ impl Modifier for ClassPreempt {
                 continue;
             }
             let job = ctx.job(*id);
-            let lower: Vec<Candidate> = pool
-                .iter()
-                .copied()
-                .filter(|c| class(ctx.job(c.job)) < class(job))
-                .collect();
-            if lower.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
-                continue;
-            }
-            let Some(victims) = victim_set(planner, placer, job, &lower) else {
+            let Some(victims) = victims_among(ctx, planner, placer, job, &pool) else {
                 continue;
             };
             if preempt_and_place(planner, placer, job, &victims, decision) {
