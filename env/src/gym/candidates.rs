@@ -18,7 +18,8 @@ use crate::cluster::{ClusterState, FitStrategy};
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
-    DecisionContext, PendingJob, Placement, Placer, StrategyPlacer, minimal_victims,
+    DecisionContext, PendingJob, Placement, Placer, PlanMark, Planner, StrategyPlacer,
+    minimal_victims,
 };
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
@@ -133,6 +134,27 @@ pub struct DecisionPoint {
     pub global: [f32; GLOBAL_WIDTH],
 }
 
+/// Measures a tentative placement on `nodes` (free fractions after it), undoes the plan back
+/// to `mark`, and returns the change of those nodes' fragmentation against the cluster as it
+/// was at `mark`, with the free fractions.
+fn measure_and_undo(
+    planner: &mut Planner<'_>,
+    mark: PlanMark,
+    mix: &TaskMix,
+    nodes: &[NodeId],
+) -> (f64, (f64, f64, f64)) {
+    let frag = |planner: &Planner<'_>| -> f64 {
+        nodes
+            .iter()
+            .map(|n| mix.node_fragment(planner.state(), *n))
+            .sum()
+    };
+    let after = frag(planner);
+    let free = free_after(planner.state(), nodes);
+    planner.undo_to(mark);
+    (after - frag(planner), free)
+}
+
 /// Free fractions of `nodes` in `state`: (mean GPU, least GPU, mean CPU).
 fn free_after(state: &ClusterState, nodes: &[NodeId]) -> (f64, f64, f64) {
     let mut gpu_sum = 0.0;
@@ -222,16 +244,8 @@ pub fn enumerate(
                 planner.undo_to(mark);
                 continue;
             }
-            let frag_after: f64 = nodes
-                .iter()
-                .map(|n| mix.node_fragment(planner.state(), *n))
-                .sum();
-            let (gpu_mean, gpu_min, cpu_mean) = free_after(planner.state(), &nodes);
-            planner.undo_to(mark);
-            let frag_before: f64 = nodes
-                .iter()
-                .map(|n| mix.node_fragment(planner.state(), *n))
-                .sum();
+            let (frag_delta, (gpu_mean, gpu_min, cpu_mean)) =
+                measure_and_undo(&mut planner, mark, mix, &nodes);
             let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
             seen.push((nodes.clone(), candidates.len()));
             candidates.push(Candidate {
@@ -244,7 +258,7 @@ pub fn enumerate(
                     gpu_free_after_mean: gpu_mean,
                     gpu_free_after_min: gpu_min,
                     cpu_free_after_mean: cpu_mean,
-                    frag_delta_milli: frag_after - frag_before,
+                    frag_delta_milli: frag_delta,
                     proposed_by: kind.flag(),
                     ..job_stats(&p, position, nodes.len(), min_nodes)
                 },
@@ -274,16 +288,8 @@ pub fn enumerate(
         let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
         nodes.sort_unstable();
         nodes.dedup();
-        let frag_after: f64 = nodes
-            .iter()
-            .map(|n| mix.node_fragment(planner.state(), *n))
-            .sum();
-        let (gpu_mean, gpu_min, cpu_mean) = free_after(planner.state(), &nodes);
-        planner.undo_to(mark);
-        let frag_before: f64 = nodes
-            .iter()
-            .map(|n| mix.node_fragment(planner.state(), *n))
-            .sum();
+        let (frag_delta, (gpu_mean, gpu_min, cpu_mean)) =
+            measure_and_undo(&mut planner, mark, mix, &nodes);
         let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
         let victim_gpus = victims.iter().map(|v| ctx.job(*v).gpus_total()).sum();
         candidates.push(Candidate {
@@ -295,7 +301,7 @@ pub fn enumerate(
                 gpu_free_after_mean: gpu_mean,
                 gpu_free_after_min: gpu_min,
                 cpu_free_after_mean: cpu_mean,
-                frag_delta_milli: frag_after - frag_before,
+                frag_delta_milli: frag_delta,
                 proposed_by: kind.flag(),
                 victims: victims.len(),
                 victim_gpus,
