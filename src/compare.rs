@@ -8,7 +8,7 @@ use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::paired::{Better, Paired, paired};
 use lachesis_env::metrics::{Summary, TimelineRow};
-use lachesis_env::policy::{PolicyConfig, build_policy_with};
+use lachesis_env::policy::PolicyConfig;
 use lachesis_env::sim::{SimConfig, Simulator, scale_to_load};
 use lachesis_env::trace::split::random_windows;
 use lachesis_env::units::{SimTime, parse_duration};
@@ -42,6 +42,13 @@ pub struct Args {
     /// Seeds per window and load.
     #[arg(long, default_value_t = 1)]
     pub seeds: u64,
+    /// Draw windows from one part of a time-ordered split of the trace: `TRAIN,VALIDATION`
+    /// fractions of jobs (e.g. `0.7,0.15`), the rest is test. Needs `--part`.
+    #[arg(long, value_delimiter = ',', num_args = 2, requires = "part")]
+    pub split: Option<Vec<f64>>,
+    /// The part of `--split` to compare on: `train`, `validation` or `test`.
+    #[arg(long, requires = "split")]
+    pub part: Option<String>,
     /// Random windows of the trace (0 = the whole trace once).
     #[arg(long, default_value_t = 5)]
     pub windows: usize,
@@ -194,6 +201,21 @@ pub fn run(args: &Args) -> Result<()> {
     let mut trace = load_trace(&args.trace, args.format.as_deref())?;
     trace.name = args.trace.display().to_string();
     let cluster = Arc::new(resolve_cluster(&args.cluster, &trace)?);
+    if let (Some(split), Some(part)) = (&args.split, &args.part) {
+        let parts = lachesis_env::trace::split::split_by_time(&trace, split[0], split[1])
+            .context("--split")?;
+        let name = format!(
+            "{} ({part} part of split {},{})",
+            trace.name, split[0], split[1]
+        );
+        trace = match part.as_str() {
+            "train" => parts.train,
+            "validation" => parts.validation,
+            "test" => parts.test,
+            other => bail!("--part: `{other}` is not train, validation or test"),
+        };
+        trace.name = name;
+    }
     if args.policies.is_empty() {
         bail!("--policies: give at least one policy");
     }
@@ -206,7 +228,7 @@ pub fn run(args: &Args) -> Result<()> {
     };
     let policy_cfg = policy_config(args.policy_config.as_deref())?;
     for p in &args.policies {
-        build_policy_with(p, &policy_options(&trace, 0, &policy_cfg))?;
+        crate::policies::build(p, &policy_options(&trace, 0, &policy_cfg))?;
     }
     let loads = parse_loads(&args.load)?;
     let mut cfg = SimConfig {
@@ -355,7 +377,7 @@ fn run_one(
         seed: unit.seed,
         ..cfg.clone()
     };
-    let mut p = build_policy_with(policy, &policy_options(&window, unit.seed, policy_cfg))?;
+    let mut p = crate::policies::build(policy, &policy_options(&window, unit.seed, policy_cfg))?;
     let r = Simulator::new(&window, Arc::clone(cluster), &cfg)?.run(p.as_mut(), &mut |_| {});
     let measured = || r.jobs.iter().filter(|j| j.measured && j.finish.is_some());
     let jcts = measured()

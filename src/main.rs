@@ -24,10 +24,12 @@ macro_rules! out {
 mod bench;
 mod bench_fgd;
 mod compare;
+mod policies;
 mod progress;
 mod report;
 mod simulate;
 mod trace_cmd;
+mod train_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -47,6 +49,8 @@ enum Command {
     Simulate(simulate::Args),
     /// Compare policies on identical windows, loads and seeds: tables, report, plots.
     Compare(compare::Args),
+    /// Train a learned policy (behaviour cloning, then PPO) into a model directory.
+    Train(train_cmd::Args),
     /// Work with traces.
     Trace {
         #[command(subcommand)]
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(&args),
         Command::Compare(args) => compare::run(&args),
+        Command::Train(args) => train_cmd::run(&args),
         Command::Trace { command } => trace_cmd::run(&command),
         Command::Policies => {
             list_policies();

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use lachesis_env::cluster::{ClusterSpec, load_cluster};
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
-use lachesis_env::policy::{PolicyConfig, PolicyOptions, build_policy_with};
+use lachesis_env::policy::{PolicyConfig, PolicyOptions};
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, SizingRule, parse_window, scale_to_load};
 use lachesis_env::trace::read_trace;
 use lachesis_env::units::{SimTime, parse_duration};
@@ -128,7 +128,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let policy_cfg = policy_config(args.policy_config.as_deref())?;
     let mut policy =
-        build_policy_with(&args.policy, &policy_options(&trace, cfg.seed, &policy_cfg))?;
+        crate::policies::build(&args.policy, &policy_options(&trace, cfg.seed, &policy_cfg))?;
     let sim = Simulator::new(&trace, Arc::clone(&spec), &cfg)?;
     let mut bar = RunProgress::new(args.quiet || args.json);
     let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));

@@ -5,11 +5,17 @@
 //! observation schema; knows nothing of the simulator's internals.
 
 pub mod gae;
+pub mod manifest;
 pub mod masked;
 pub mod model;
+pub mod policy;
 pub mod ppo;
+pub mod tensorboard;
+pub mod train;
 
 pub use gae::gae;
+pub use manifest::{Manifest, ModelError};
 pub use masked::{MASKED_LOGIT, MaskedCategorical};
 pub use model::{ObsBatch, Scorer, ScorerConfig};
+pub use policy::LearnedPolicy;
 pub use ppo::{Minibatch, PpoLoss, PpoLossConfig, ppo_loss};

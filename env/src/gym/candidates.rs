@@ -1,8 +1,12 @@
 //! Candidate actions at a decision point: (pending job, placement) pairs proposed by
 //! heuristic placers, deduplicated by node set, each with its feature row.
 //!
-//! For each of the first `jobs_considered` pending jobs (submit order), every configured
-//! proposer places the job tentatively on the live cluster through the decision's planner
+//! The shortlist: of `jobs_considered` jobs, the first half (rounded up) are the oldest pending
+//! jobs (submit order), the rest the pending jobs with the shortest predicted remaining time
+//! among the others (the user's estimate, else the online duration predictor that `sjf` uses,
+//! learned from jobs seen to finish), so both the head of the queue and the short jobs behind
+//! it can be chosen. For each shortlisted job every configured proposer places the job
+//! tentatively on the live cluster through the decision's planner
 //! (then undoes it), so a candidate is feasible now by construction and its features can read
 //! the cluster as it would be after the placement.
 //!
@@ -13,9 +17,12 @@
 //! preempts the victims, then places the job. Works on a `DecisionContext` alone, so the
 //! decision service can enumerate the same way.
 
-use super::features::{CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats};
+use super::features::{
+    CANDIDATE_WIDTH, CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats, Observation,
+};
 use crate::cluster::{ClusterState, FitStrategy};
 use crate::metrics::{MixCounts, TaskMix};
+use crate::policy::order::DurationPredictor;
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
     DecisionContext, PendingJob, Placement, Placer, PlanMark, Planner, StrategyPlacer,
@@ -55,7 +62,7 @@ impl Proposer {
 }
 
 /// The proposers of one episode (some learn online, so they are rebuilt on reset).
-pub struct Proposers {
+struct Proposers {
     kinds: Vec<Proposer>,
     placers: Vec<Box<dyn Placer>>,
 }
@@ -67,7 +74,7 @@ impl std::fmt::Debug for Proposers {
 }
 
 impl Proposers {
-    pub fn new(kinds: &[Proposer]) -> Self {
+    fn new(kinds: &[Proposer]) -> Self {
         Proposers {
             kinds: kinds.to_vec(),
             placers: kinds.iter().map(|k| k.build()).collect(),
@@ -78,7 +85,7 @@ impl Proposers {
 /// The workload's task mix as seen so far (jobs that have been pending at some decision), for
 /// the fragmentation features: no knowledge of jobs yet to arrive.
 #[derive(Debug, Clone, Default)]
-pub struct OnlineMix {
+struct OnlineMix {
     seen: HashSet<JobId>,
     counts: MixCounts,
     mix: Option<TaskMix>,
@@ -106,10 +113,24 @@ pub struct Candidate {
     pub stats: CandidateStats,
 }
 
-/// The stats of placing pending job `p` (at `position` in the queue) on `nodes`; the
-/// after-placement and victim fields are left for the caller.
-fn job_stats(p: &PendingJob<'_>, position: usize, nodes: usize, min_nodes: u64) -> CandidateStats {
+/// A shortlisted pending job: its submit-order rank, predicted remaining time and rank by it.
+#[derive(Clone, Copy)]
+struct Listed<'a> {
+    p: PendingJob<'a>,
+    position: usize,
+    remaining: SimTime,
+    shortness_rank: usize,
+    pending: usize,
+}
+
+/// The stats of placing shortlisted job `l` on `nodes`; the after-placement and victim fields
+/// are left for the caller.
+fn job_stats(l: &Listed<'_>, nodes: usize, min_nodes: u64) -> CandidateStats {
+    let (p, position) = (&l.p, l.position);
     CandidateStats {
+        predicted_remaining: l.remaining,
+        shortness_rank: l.shortness_rank,
+        pending: l.pending,
         gpus_total: p.spec.gpus_total(),
         gpu_share_milli: p.spec.task.gpu_milli,
         tasks: p.spec.tasks,
@@ -132,6 +153,22 @@ fn job_stats(p: &PendingJob<'_>, position: usize, nodes: usize, min_nodes: u64) 
 pub struct DecisionPoint {
     pub candidates: Vec<Candidate>,
     pub global: [f32; GLOBAL_WIDTH],
+}
+
+impl DecisionPoint {
+    /// The observation of this point: a row per candidate (legal), padding, and the wait row.
+    /// With `live == false` (the episode ended here) only the wait row is legal.
+    pub fn observation(&self, featurizer: &Featurizer, live: bool) -> Observation {
+        let mut obs = Observation::waiting_only(featurizer, &self.global);
+        if live {
+            for (i, c) in self.candidates.iter().enumerate() {
+                obs.mask[i] = true;
+                obs.candidates[i * CANDIDATE_WIDTH..(i + 1) * CANDIDATE_WIDTH]
+                    .copy_from_slice(&featurizer.candidate_row(&c.stats));
+            }
+        }
+        obs
+    }
 }
 
 /// Measures a tentative placement on `nodes` (free fractions after it), undoes the plan back
@@ -180,60 +217,185 @@ fn free_after(state: &ClusterState, nodes: &[NodeId]) -> (f64, f64, f64) {
     (gpu_sum / k, gpu_min.clamp(0.0, 1.0), cpu_sum / k)
 }
 
-/// Enumerates at most `limit` candidates for the first `jobs_considered` pending jobs.
-/// `placed_now` and `elapsed` feed the global features.
-pub fn enumerate(
+/// What a decision built job by job through one planner has taken so far at this instant:
+/// jobs placed (no longer pending) and jobs preempted (no longer running), in the planner but
+/// not yet in the cluster the context shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Taken {
+    pub placed: Vec<JobId>,
+    pub preempted: Vec<JobId>,
+}
+
+impl Taken {
+    /// Records that `c` was chosen.
+    pub fn take(&mut self, c: &Candidate) {
+        self.placed.push(c.placement.job);
+        self.preempted.extend_from_slice(&c.preemptions);
+    }
+    pub fn is_empty(&self) -> bool {
+        self.placed.is_empty() && self.preempted.is_empty()
+    }
+}
+
+/// Builds decision points: the proposers, the online task mix and the featurizer of one
+/// episode (or one policy's life). The environment and `LearnedPolicy` share it, so a model
+/// sees the same candidates and rows in training and in service.
+#[derive(Debug)]
+pub struct Enumerator {
+    proposers: Proposers,
+    mix: OnlineMix,
+    durations: DurationPredictor,
+    featurizer: Featurizer,
+    limit: usize,
+}
+
+impl Enumerator {
+    /// At most `limit` candidates per decision point from `proposers`.
+    pub fn new(proposers: &[Proposer], featurizer: Featurizer, limit: usize) -> Self {
+        Enumerator {
+            proposers: Proposers::new(proposers),
+            mix: OnlineMix::default(),
+            durations: DurationPredictor::new(),
+            featurizer,
+            limit,
+        }
+    }
+
+    pub fn featurizer(&self) -> &Featurizer {
+        &self.featurizer
+    }
+
+    /// Lets the proposers and the task mix see the jobs of this decision point. Call it once
+    /// per decision before taking a planner from `ctx` (`enumerate` does it itself).
+    pub fn observe(&mut self, ctx: &DecisionContext<'_>) {
+        self.mix.observe(ctx);
+        self.durations.observe(ctx);
+        for p in &mut self.proposers.placers {
+            p.observe(ctx);
+        }
+    }
+
+    /// The candidates now, on the cluster as the context shows it. `placed_now` (placements
+    /// already made at this instant) and `elapsed` (time since the episode began) feed the
+    /// global features.
+    pub fn enumerate(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        placed_now: u32,
+        elapsed: SimTime,
+    ) -> DecisionPoint {
+        self.observe(ctx);
+        let mut planner = ctx.planner();
+        self.enumerate_in(ctx, &mut planner, &Taken::default(), placed_now, elapsed)
+    }
+
+    /// The candidates on the cluster as `planner` holds it after the choices in `taken`
+    /// (which the planner must already hold): for a policy that builds one decision job by
+    /// job. Call `observe` first, once per decision. Leaves the planner as it found it.
+    pub fn enumerate_in(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        taken: &Taken,
+        placed_now: u32,
+        elapsed: SimTime,
+    ) -> DecisionPoint {
+        let parts = Parts {
+            proposers: &mut self.proposers,
+            mix: self.mix.mix(),
+            durations: &self.durations,
+            featurizer: &self.featurizer,
+            limit: self.limit,
+            placed_now,
+            elapsed,
+        };
+        candidates_in(ctx, planner, taken, parts)
+    }
+}
+
+/// The global stats of the cluster as `planner` holds it, the pending jobs being `pending`;
+/// the caller fills in the fields about the episode (`placed_now`, `elapsed`, predictor).
+fn global_stats(
     ctx: &DecisionContext<'_>,
-    proposers: &mut Proposers,
-    mix: &mut OnlineMix,
-    featurizer: &Featurizer,
+    planner: &Planner<'_>,
+    taken: &Taken,
+    pending: &[PendingJob<'_>],
+    mix: &TaskMix,
+) -> GlobalStats {
+    let cluster = planner.state();
+    let frag: f64 = cluster
+        .spec()
+        .node_ids()
+        .map(|n| mix.node_fragment(cluster, n))
+        .sum();
+    let running =
+        (cluster.running().len() + taken.placed.len()).saturating_sub(taken.preempted.len());
+    GlobalStats {
+        now: ctx.now(),
+        pending: pending.len(),
+        running,
+        alloc_gpu_milli: cluster.allocated_gpu_milli(),
+        alloc_cpu_milli: cluster.allocated_cpu_milli(),
+        frag_milli: frag,
+        pending_gpus: pending.iter().map(|p| p.spec.gpus_total()).sum(),
+        oldest_wait: pending.first().map_or(SimTime::ZERO, |p| p.waited),
+        ..GlobalStats::default()
+    }
+}
+
+/// What a pass of `candidates_in` works with, besides the context and the planner.
+struct Parts<'e> {
+    proposers: &'e mut Proposers,
+    mix: &'e TaskMix,
+    durations: &'e DurationPredictor,
+    featurizer: &'e Featurizer,
     limit: usize,
     placed_now: u32,
     elapsed: SimTime,
+}
+
+fn candidates_in(
+    ctx: &DecisionContext<'_>,
+    planner: &mut Planner<'_>,
+    taken: &Taken,
+    parts: Parts<'_>,
 ) -> DecisionPoint {
-    mix.observe(ctx);
-    for p in &mut proposers.placers {
-        p.observe(ctx);
-    }
-    let mix = mix.mix();
-    let max_gpus_per_node = {
-        let cluster = ctx.cluster();
-        cluster
-            .spec()
-            .nodes
-            .iter()
-            .map(|n| u64::from(n.gpus))
-            .max()
-            .unwrap_or(1)
-            .max(1)
-    };
-    let global = {
-        let cluster = ctx.cluster();
-        let frag: f64 = cluster
-            .spec()
-            .node_ids()
-            .map(|n| mix.node_fragment(&cluster, n))
-            .sum();
-        featurizer.global_row(&GlobalStats {
-            now: ctx.now(),
-            pending: ctx.pending_len(),
-            running: cluster.running().len(),
-            alloc_gpu_milli: cluster.allocated_gpu_milli(),
-            alloc_cpu_milli: cluster.allocated_cpu_milli(),
-            frag_milli: frag,
-            pending_gpus: ctx.pending().map(|p| p.spec.gpus_total()).sum(),
-            placed_now,
-            oldest_wait: ctx.pending().next().map_or(SimTime::ZERO, |p| p.waited),
-            elapsed,
-        })
-    };
+    let Parts {
+        proposers,
+        mix,
+        durations,
+        featurizer,
+        limit,
+        placed_now,
+        elapsed,
+    } = parts;
+    let max_gpus_per_node = planner
+        .state()
+        .spec()
+        .nodes
+        .iter()
+        .map(|n| u64::from(n.gpus))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let pending: Vec<PendingJob<'_>> = ctx
+        .pending()
+        .filter(|p| !taken.placed.contains(&p.spec.id))
+        .collect();
+    let global = featurizer.global_row(&GlobalStats {
+        placed_now,
+        elapsed,
+        predictor_samples: durations.samples(),
+        ..global_stats(ctx, planner, taken, &pending, mix)
+    });
+    let shortlist = shortlist(ctx, &pending, durations, featurizer.jobs_considered);
     let mut candidates: Vec<Candidate> = Vec::new();
-    let mut planner = ctx.planner();
-    'jobs: for (position, p) in ctx.pending().take(featurizer.jobs_considered).enumerate() {
+    'jobs: for listed in &shortlist {
+        let p = listed.p;
         let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
         for (kind, placer) in proposers.kinds.iter().zip(&mut proposers.placers) {
             let mark = planner.mark();
-            let Some(tasks) = placer.place(&mut planner, p.spec) else {
+            let Some(tasks) = placer.place(planner, p.spec) else {
                 continue;
             };
             let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
@@ -245,7 +407,7 @@ pub fn enumerate(
                 continue;
             }
             let (frag_delta, (gpu_mean, gpu_min, cpu_mean)) =
-                measure_and_undo(&mut planner, mark, mix, &nodes);
+                measure_and_undo(planner, mark, mix, &nodes);
             let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
             seen.push((nodes.clone(), candidates.len()));
             candidates.push(Candidate {
@@ -260,7 +422,7 @@ pub fn enumerate(
                     cpu_free_after_mean: cpu_mean,
                     frag_delta_milli: frag_delta,
                     proposed_by: kind.flag(),
-                    ..job_stats(&p, position, nodes.len(), min_nodes)
+                    ..job_stats(listed, nodes.len(), min_nodes)
                 },
             });
             if candidates.len() >= limit {
@@ -274,14 +436,16 @@ pub fn enumerate(
         else {
             continue;
         };
-        let Some(victims) = minimal_victims(ctx, &mut planner, placer.as_mut(), p.spec) else {
+        let Some(victims) =
+            minimal_victims(ctx, planner, placer.as_mut(), p.spec, &taken.preempted)
+        else {
             continue;
         };
         let mark = planner.mark();
         for v in &victims {
             planner.free_running(*v);
         }
-        let Some(tasks) = placer.place(&mut planner, p.spec) else {
+        let Some(tasks) = placer.place(planner, p.spec) else {
             planner.undo_to(mark);
             continue;
         };
@@ -289,7 +453,7 @@ pub fn enumerate(
         nodes.sort_unstable();
         nodes.dedup();
         let (frag_delta, (gpu_mean, gpu_min, cpu_mean)) =
-            measure_and_undo(&mut planner, mark, mix, &nodes);
+            measure_and_undo(planner, mark, mix, &nodes);
         let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
         let victim_gpus = victims.iter().map(|v| ctx.job(*v).gpus_total()).sum();
         candidates.push(Candidate {
@@ -305,7 +469,7 @@ pub fn enumerate(
                 proposed_by: kind.flag(),
                 victims: victims.len(),
                 victim_gpus,
-                ..job_stats(&p, position, nodes.len(), min_nodes)
+                ..job_stats(listed, nodes.len(), min_nodes)
             },
             preemptions: victims,
         });
@@ -314,4 +478,40 @@ pub fn enumerate(
         }
     }
     DecisionPoint { candidates, global }
+}
+
+/// The jobs that get candidates (see the module docs): the oldest `ceil(k / 2)` pending jobs,
+/// then the shortest predicted among the rest, up to `k` in all.
+fn shortlist<'a>(
+    ctx: &DecisionContext<'a>,
+    pending: &[PendingJob<'a>],
+    durations: &DurationPredictor,
+    k: usize,
+) -> Vec<Listed<'a>> {
+    let remaining: Vec<SimTime> = pending
+        .iter()
+        .map(|p| {
+            let total = p.spec.estimate.unwrap_or_else(|| durations.predict(p.spec));
+            total.saturating_sub(SimTime(ctx.attained_ms(p.spec.id)))
+        })
+        .collect();
+    // Pending indices by predicted remaining time (ties by submit order: a stable sort).
+    let mut by_shortness: Vec<usize> = (0..pending.len()).collect();
+    by_shortness.sort_by_key(|i| remaining[*i]);
+    let mut rank = vec![0; pending.len()];
+    for (r, i) in by_shortness.iter().enumerate() {
+        rank[*i] = r;
+    }
+    let head = k.div_ceil(2).min(pending.len());
+    let chosen = (0..head).chain(by_shortness.into_iter().filter(|i| *i >= head));
+    chosen
+        .take(k)
+        .map(|i| Listed {
+            p: pending[i],
+            position: i,
+            remaining: remaining[i],
+            shortness_rank: rank[i],
+            pending: pending.len(),
+        })
+        .collect()
 }

@@ -1,13 +1,13 @@
 //! `SchedEnv`: one trace window on one cluster as a Gymnasium-style episode.
 
-use super::candidates::{Candidate, DecisionPoint, OnlineMix, Proposer, Proposers, enumerate};
+use super::candidates::{Candidate, DecisionPoint, Enumerator, Proposer};
 use super::features::{
-    CANDIDATE_WIDTH, FEATURE_SCHEMA_VERSION, Featurizer, MAX_CANDIDATES, Observation, WAIT_ACTION,
+    FEATURE_SCHEMA_VERSION, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES, Observation, WAIT_ACTION,
 };
 use super::reward::{RewardConfig, RewardTerms, Snapshot, terms_between};
 use crate::cluster::ClusterSpec;
 use crate::job::Trace;
-use crate::policy::Decision;
+use crate::policy::{Decision, Policy};
 use crate::sim::{SimConfig, SimError, SimResult, Simulator};
 use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
@@ -139,8 +139,7 @@ pub struct SchedEnv<'t> {
     cfg: EnvConfig,
     featurizer: Featurizer,
     sim: Option<Simulator<'t>>,
-    proposers: Proposers,
-    mix: OnlineMix,
+    enumerator: Enumerator,
     point: Option<DecisionPoint>,
     obs: Option<Observation>,
     steps: u64,
@@ -175,11 +174,10 @@ impl<'t> SchedEnv<'t> {
         Ok(SchedEnv {
             trace,
             spec,
-            proposers: Proposers::new(&cfg.proposers),
+            enumerator: Enumerator::new(&cfg.proposers, featurizer, MAX_CANDIDATES - 1),
             cfg,
             featurizer,
             sim: None,
-            mix: OnlineMix::default(),
             point: None,
             obs: None,
             steps: 0,
@@ -207,8 +205,7 @@ impl<'t> SchedEnv<'t> {
             Arc::clone(&self.spec),
             &sim_cfg,
         )?);
-        self.proposers = Proposers::new(&self.cfg.proposers);
-        self.mix = OnlineMix::default();
+        self.enumerator = Enumerator::new(&self.cfg.proposers, self.featurizer, MAX_CANDIDATES - 1);
         self.steps = 0;
         self.placed_now = 0;
         self.done = false;
@@ -264,6 +261,49 @@ impl<'t> SchedEnv<'t> {
         self.point.as_ref()?.candidates.get(action)
     }
 
+    /// The action a heuristic `teacher` would take now, for behaviour cloning: the teacher
+    /// decides on this decision point's context, and its first placement that is a candidate
+    /// here (same job and node set, else the same job placed another way) is the action;
+    /// `WAIT_ACTION` when none is (the teacher places nothing now, or only jobs outside the
+    /// shortlist). The second value says whether the teacher's choice was matched exactly
+    /// (wait counts as exact when the teacher placed nothing). The teacher must be asked at
+    /// every step of the episode (it may learn online from what it is shown).
+    pub fn imitate(&self, teacher: &mut dyn Policy) -> Result<(usize, bool), EnvError> {
+        let (Some(sim), Some(point), false) = (self.sim.as_ref(), self.point.as_ref(), self.done)
+        else {
+            return Err(EnvError::EpisodeOver);
+        };
+        let decision = teacher
+            .decide(&sim.context())
+            .map_err(|e| EnvError::Config(format!("teacher: {e}")))?;
+        if decision.placements.is_empty() {
+            return Ok((WAIT_ACTION, true));
+        }
+        let nodes = |tasks: &[crate::cluster::TaskPlacement]| {
+            let mut n: Vec<_> = tasks.iter().map(|t| t.node).collect();
+            n.sort_unstable();
+            n.dedup();
+            n
+        };
+        for (k, placement) in decision.placements.iter().enumerate() {
+            let want = nodes(&placement.tasks);
+            let same_job = || {
+                point
+                    .candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.placement.job == placement.job)
+            };
+            if let Some((i, _)) = same_job().find(|(_, c)| nodes(&c.placement.tasks) == want) {
+                return Ok((i, k == 0));
+            }
+            if let Some((i, _)) = same_job().next() {
+                return Ok((i, false));
+            }
+        }
+        Ok((WAIT_ACTION, false))
+    }
+
     /// The current observation (`None` before the first reset).
     pub fn observation(&self) -> Option<&Observation> {
         self.obs.as_ref()
@@ -317,12 +357,8 @@ impl<'t> SchedEnv<'t> {
                     self.placed_at = now;
                     self.placed_now = 0;
                 }
-                let point = enumerate(
+                let point = self.enumerator.enumerate(
                     &sim.context(),
-                    &mut self.proposers,
-                    &mut self.mix,
-                    &self.featurizer,
-                    MAX_CANDIDATES - 1,
                     self.placed_now,
                     now.saturating_sub(self.start),
                 );
@@ -378,29 +414,20 @@ impl<'t> SchedEnv<'t> {
     }
 
     fn finish_step(&mut self, terms: RewardTerms, end: Option<EndReason>) -> Step {
-        let mut obs = Observation {
-            candidates: vec![0.0; MAX_CANDIDATES * CANDIDATE_WIDTH],
-            global: Vec::new(),
-            mask: vec![false; MAX_CANDIDATES],
+        let (obs, candidates) = match &self.point {
+            Some(point) => (
+                point.observation(&self.featurizer, end.is_none()),
+                if end.is_none() {
+                    point.candidates.len()
+                } else {
+                    0
+                },
+            ),
+            None => (
+                Observation::waiting_only(&self.featurizer, &[0.0; GLOBAL_WIDTH]),
+                0,
+            ),
         };
-        obs.mask[WAIT_ACTION] = true;
-        obs.candidates[WAIT_ACTION * CANDIDATE_WIDTH..(WAIT_ACTION + 1) * CANDIDATE_WIDTH]
-            .copy_from_slice(&self.featurizer.wait_row());
-        let mut candidates = 0;
-        if let Some(point) = &self.point {
-            obs.global = point.global.to_vec();
-            if end.is_none() {
-                candidates = point.candidates.len();
-                for (i, c) in point.candidates.iter().enumerate() {
-                    obs.mask[i] = true;
-                    obs.candidates[i * CANDIDATE_WIDTH..(i + 1) * CANDIDATE_WIDTH]
-                        .copy_from_slice(&self.featurizer.candidate_row(&c.stats));
-                }
-            }
-        }
-        if obs.global.is_empty() {
-            obs.global = vec![0.0; super::features::GLOBAL_WIDTH];
-        }
         let sim = self.sim.as_ref().expect("a live episode has a simulator");
         let p = sim.progress();
         let info = Info {

@@ -6,11 +6,15 @@
 //! reads a job's true duration: only its spec (with the user's estimate) and runtime state.
 //!
 //! Version 2 added `preempts_log` and `victim_gpu_frac` (preemption candidates).
+//! Version 3 added the duration view (`predicted_remaining_log_min`, `shortness_rank`,
+//! `predictor_samples_log`: the user's estimate, else the online predictor learned from jobs
+//! seen to finish) and made `queue_position` a log of the submit-order rank, since candidates
+//! now also come from the shortest predicted jobs beyond the head of the queue.
 
 use crate::units::SimTime;
 
 /// Bumped whenever a feature is added, removed, reordered or rescaled.
-pub const FEATURE_SCHEMA_VERSION: u32 = 2;
+pub const FEATURE_SCHEMA_VERSION: u32 = 3;
 
 /// Rows in an observation: candidate actions, padded, the last one always "wait".
 pub const MAX_CANDIDATES: usize = 64;
@@ -22,46 +26,49 @@ pub const WAIT_ACTION: usize = MAX_CANDIDATES - 1;
 pub const FEATURE_BOUND: f32 = 10.0;
 
 /// Names of the per-candidate features, in row order.
-pub const CANDIDATE_FEATURES: [&str; 24] = [
-    "is_wait",                 // 1 for the wait row, 0 otherwise
-    "job_gpus_log",            // ln(1 + GPUs of the whole gang)
-    "job_gpu_share",           // share of each GPU a task takes (milli / 1000)
-    "job_tasks_log",           // ln(1 + tasks)
-    "job_cpu_per_task_log",    // ln(1 + cores per task)
-    "job_cluster_fraction",    // gang's milli-GPU / cluster's milli-GPU
-    "wait_log_min",            // ln(1 + minutes since submit)
-    "estimate_log_min",        // ln(1 + estimated minutes), 0 without an estimate
-    "has_estimate",            // 1 when the trace has the user's estimate
-    "attained_log_min",        // ln(1 + minutes run before (preempted jobs))
-    "preemptions_log",         // ln(1 + times preempted)
-    "priority_signed_log",     // sign(p) ln(1 + |p|)
-    "queue_position",          // index among pending jobs (submit order) / considered jobs
-    "nodes_used_log",          // ln(1 + distinct nodes of the placement)
-    "cross_node",              // 1 when the gang spans more nodes than it needs
-    "node_gpu_free_after",     // mean free GPU fraction of the used nodes after placing
-    "node_gpu_free_min_after", // least free GPU fraction among them after placing
-    "node_cpu_free_after",     // mean free CPU fraction of the used nodes after placing
-    "frag_delta_signed_log",   // sign ln(1 + |Δ fragmented GPUs|) on the used nodes
-    "by_best_fit",             // proposed by best-fit
-    "by_worst_fit",            // proposed by worst-fit
-    "by_fgd_or_other",         // proposed by fgd or most-allocated
-    "preempts_log",            // ln(1 + jobs the candidate preempts), 0 for a plain placement
-    "victim_gpu_frac",         // GPUs of the jobs it preempts / cluster GPUs
+pub const CANDIDATE_FEATURES: [&str; 26] = [
+    "is_wait",                     // 1 for the wait row, 0 otherwise
+    "job_gpus_log",                // ln(1 + GPUs of the whole gang)
+    "job_gpu_share",               // share of each GPU a task takes (milli / 1000)
+    "job_tasks_log",               // ln(1 + tasks)
+    "job_cpu_per_task_log",        // ln(1 + cores per task)
+    "job_cluster_fraction",        // gang's milli-GPU / cluster's milli-GPU
+    "wait_log_min",                // ln(1 + minutes since submit)
+    "estimate_log_min",            // ln(1 + estimated minutes), 0 without an estimate
+    "has_estimate",                // 1 when the trace has the user's estimate
+    "attained_log_min",            // ln(1 + minutes run before (preempted jobs))
+    "preemptions_log",             // ln(1 + times preempted)
+    "priority_signed_log",         // sign(p) ln(1 + |p|)
+    "queue_position_log",          // ln(1 + rank among pending jobs in submit order)
+    "nodes_used_log",              // ln(1 + distinct nodes of the placement)
+    "cross_node",                  // 1 when the gang spans more nodes than it needs
+    "node_gpu_free_after",         // mean free GPU fraction of the used nodes after placing
+    "node_gpu_free_min_after",     // least free GPU fraction among them after placing
+    "node_cpu_free_after",         // mean free CPU fraction of the used nodes after placing
+    "frag_delta_signed_log",       // sign ln(1 + |Δ fragmented GPUs|) on the used nodes
+    "by_best_fit",                 // proposed by best-fit
+    "by_worst_fit",                // proposed by worst-fit
+    "by_fgd_or_other",             // proposed by fgd or most-allocated
+    "preempts_log",                // ln(1 + jobs the candidate preempts), 0 for a plain placement
+    "victim_gpu_frac",             // GPUs of the jobs it preempts / cluster GPUs
+    "predicted_remaining_log_min", // ln(1 + minutes left: estimate or prediction - attained)
+    "shortness_rank",              // rank by predicted remaining time among pending / pending
 ];
 
 /// Names of the global features, in order.
-pub const GLOBAL_FEATURES: [&str; 11] = [
-    "time_of_day_sin",     // sin(2 pi seconds-of-day / 86400) of sim time
-    "time_of_day_cos",     // cos of the same
-    "queue_len_log",       // ln(1 + pending jobs)
-    "running_log",         // ln(1 + running jobs)
-    "gpu_alloc_fraction",  // allocated milli-GPU / capacity
-    "cpu_alloc_fraction",  // allocated milli-CPU / capacity
-    "frag_fraction",       // fragmented GPU capacity (online task mix) / capacity
-    "pending_gpu_demand",  // ln(1 + pending gangs' GPUs / cluster GPUs)
-    "placed_now_log",      // ln(1 + jobs placed at this instant so far)
-    "oldest_wait_log_min", // ln(1 + minutes the oldest pending job has waited)
-    "elapsed_log_min",     // ln(1 + minutes since the episode's first submit)
+pub const GLOBAL_FEATURES: [&str; 12] = [
+    "time_of_day_sin",       // sin(2 pi seconds-of-day / 86400) of sim time
+    "time_of_day_cos",       // cos of the same
+    "queue_len_log",         // ln(1 + pending jobs)
+    "running_log",           // ln(1 + running jobs)
+    "gpu_alloc_fraction",    // allocated milli-GPU / capacity
+    "cpu_alloc_fraction",    // allocated milli-CPU / capacity
+    "frag_fraction",         // fragmented GPU capacity (online task mix) / capacity
+    "pending_gpu_demand",    // ln(1 + pending gangs' GPUs / cluster GPUs)
+    "placed_now_log",        // ln(1 + jobs placed at this instant so far)
+    "oldest_wait_log_min",   // ln(1 + minutes the oldest pending job has waited)
+    "elapsed_log_min",       // ln(1 + minutes since the episode's first submit)
+    "predictor_samples_log", // ln(1 + finished jobs the duration predictor has learned from)
 ];
 
 pub const CANDIDATE_WIDTH: usize = CANDIDATE_FEATURES.len();
@@ -94,6 +101,12 @@ pub struct CandidateStats {
     pub victims: usize,
     /// Their GPUs, whole gangs.
     pub victim_gpus: u64,
+    /// Predicted remaining run time: the estimate (or the online prediction) minus attained.
+    pub predicted_remaining: SimTime,
+    /// Rank by predicted remaining time among the pending jobs (0 = shortest).
+    pub shortness_rank: usize,
+    /// Pending jobs (for `shortness_rank`).
+    pub pending: usize,
 }
 
 /// The cluster and queue at a decision point, in natural units.
@@ -109,6 +122,7 @@ pub struct GlobalStats {
     pub placed_now: u32,
     pub oldest_wait: SimTime,
     pub elapsed: SimTime,
+    pub predictor_samples: u64,
 }
 
 /// Turns stats into feature rows; sized by the cluster and the number of jobs considered.
@@ -172,7 +186,7 @@ impl Featurizer {
             log_min(SimTime(c.attained_ms)),
             log_n(c.preemptions as f64),
             signed_log(c.priority as f64),
-            ratio(c.queue_position as f64, self.jobs_considered.max(1) as f64),
+            log_n(c.queue_position as f64),
             log_n(c.nodes_used as f64),
             flag(c.cross_node),
             c.gpu_free_after_mean as f32,
@@ -184,6 +198,8 @@ impl Featurizer {
             flag(c.proposed_by & 4 != 0),
             log_n(c.victims as f64),
             ratio(c.victim_gpus as f64, self.total_gpus as f64),
+            log_min(c.predicted_remaining),
+            ratio(c.shortness_rank as f64, c.pending as f64),
         ])
     }
 
@@ -201,6 +217,7 @@ impl Featurizer {
             log_n(g.placed_now as f64),
             log_min(g.oldest_wait),
             log_min(g.elapsed),
+            log_n(g.predictor_samples as f64),
         ])
     }
 }
@@ -216,6 +233,18 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// Only the wait row legal (and set), padding elsewhere, with these global features.
+    pub fn waiting_only(featurizer: &Featurizer, global: &[f32; GLOBAL_WIDTH]) -> Self {
+        let mut obs = Observation {
+            candidates: vec![0.0; MAX_CANDIDATES * CANDIDATE_WIDTH],
+            global: global.to_vec(),
+            mask: vec![false; MAX_CANDIDATES],
+        };
+        obs.mask[WAIT_ACTION] = true;
+        obs.candidates[WAIT_ACTION * CANDIDATE_WIDTH..(WAIT_ACTION + 1) * CANDIDATE_WIDTH]
+            .copy_from_slice(&featurizer.wait_row());
+        obs
+    }
     /// The row of action `a`.
     pub fn row(&self, a: usize) -> &[f32] {
         &self.candidates[a * CANDIDATE_WIDTH..(a + 1) * CANDIDATE_WIDTH]
@@ -263,7 +292,7 @@ mod tests {
         assert!((row[6] - 60f32.ln()).abs() < 1e-5);
         assert_eq!(row[8], 1.0);
         assert!((row[11] + 4f32.ln()).abs() < 1e-6);
-        assert_eq!(row[12], 0.25);
+        assert!((row[12] - 5f32.ln()).abs() < 1e-6);
         // Preempting two jobs of 8 GPUs in all.
         assert!((row[22] - 3f32.ln()).abs() < 1e-6);
         assert_eq!(row[23], 0.25);

@@ -25,7 +25,7 @@ mod vector;
 #[cfg(test)]
 mod tests;
 
-pub use candidates::{Candidate, DecisionPoint, OnlineMix, Proposer, Proposers, enumerate};
+pub use candidates::{Candidate, DecisionPoint, Enumerator, Proposer, Taken};
 pub use check::{CheckError, CheckReport, check_env};
 pub use env::{EndReason, EnvConfig, EnvError, Info, SchedEnv, Step};
 pub use features::{

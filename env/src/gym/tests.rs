@@ -406,3 +406,116 @@ fn check_env_passes_with_preemption_candidates() {
     }
     assert!(taken > 0, "no preemption candidate occurred");
 }
+
+/// Plays an episode taking the teacher's action at every step; returns the simulation's
+/// summary and how many steps matched the teacher exactly.
+fn imitate_episode(
+    trace: &Trace,
+    spec: &Arc<ClusterSpec>,
+    teacher: &str,
+) -> (crate::metrics::Summary, u64, u64) {
+    let mut env = SchedEnv::new(
+        trace,
+        Arc::clone(spec),
+        cfg(RewardConfig::default(), 0, 0.0),
+    )
+    .unwrap();
+    let mut t = crate::policy::build_policy(teacher, 3).unwrap();
+    env.reset(3).unwrap();
+    let (mut steps, mut exact) = (0, 0);
+    loop {
+        let (a, same) = env.imitate(t.as_mut()).unwrap();
+        steps += 1;
+        exact += u64::from(same);
+        let s = env.step(a).unwrap();
+        if s.terminated || s.truncated {
+            assert!(s.terminated, "{teacher}: episode truncated");
+            break;
+        }
+    }
+    assert!(
+        env.imitate(t.as_mut()).is_err(),
+        "imitate after the end is an error"
+    );
+    (env.finish(teacher).unwrap().summary, steps, exact)
+}
+
+#[test]
+fn imitating_a_heuristic_reproduces_its_simulation() {
+    // Following fifo/best-fit or sjf/best-fit step by step in the environment must schedule
+    // exactly as the heuristic does in the simulator: the shortlist holds the head of the
+    // queue and the shortest predicted jobs, and best-fit proposes.
+    let spec = cluster();
+    for trace in [synthetic(), itp_window()] {
+        for teacher in ["fifo/best-fit", "sjf/best-fit"] {
+            let (summary, steps, exact) = imitate_episode(&trace, &spec, teacher);
+            let mut sim_cfg = cfg(RewardConfig::default(), 0, 0.0).sim;
+            sim_cfg.seed = 3;
+            let mut p = crate::policy::build_policy(teacher, 3).unwrap();
+            let direct = crate::sim::Simulator::new(&trace, Arc::clone(&spec), &sim_cfg)
+                .unwrap()
+                .run(p.as_mut(), &mut |_| {})
+                .summary;
+            assert_eq!(summary.finished, direct.finished, "{teacher}");
+            assert!(
+                (summary.avg_jct_s - direct.avg_jct_s).abs() < 1e-6,
+                "{teacher} on {}: env {} vs simulator {}",
+                trace.name,
+                summary.avg_jct_s,
+                direct.avg_jct_s
+            );
+            assert!(
+                exact * 100 >= steps * 95,
+                "{teacher}: {exact}/{steps} exact"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
+    use crate::job::JobSpec;
+    use crate::units::JobId;
+    // 10 one-GPU jobs submitted together on a free 8-GPU node, with estimates of 10, 9, ...,
+    // 1 hours, and jobs_considered 4:
+    // the shortlist is the two oldest (10 h, 9 h) and the two shortest (1 h, 2 h).
+    let spec = Arc::new(load_cluster("1x8:V100").unwrap());
+    let base = synthetic_trace(10, &spec, 0.9, 1);
+    let jobs: Vec<JobSpec> = base
+        .jobs()
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            let mut j = j.clone();
+            j.id = JobId(i as u32);
+            j.submit = crate::units::SimTime::ZERO;
+            j.tasks = 1;
+            j.task.gpus = 1;
+            j.task.gpu_milli = 1000;
+            j.task.cpu_milli = 1000;
+            j.task.mem_mib = 1024;
+            j.estimate = Some(crate::units::SimTime::from_secs(3600 * (10 - i as u64)));
+            j
+        })
+        .collect();
+    let durations = (0..10).map(|i| base.true_duration(JobId(i))).collect();
+    let trace = Trace::new("shortlist", jobs, durations, base.tenants().to_vec()).unwrap();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.jobs_considered = 4;
+    c.proposers = vec![Proposer::BestFit];
+    let mut env = SchedEnv::new(&trace, spec, c).unwrap();
+    env.reset(0).unwrap();
+    let jobs: Vec<u32> = (0..4)
+        .map(|a| env.candidate(a).unwrap().placement.job.0)
+        .collect();
+    assert_eq!(jobs, vec![0, 1, 9, 8]);
+    assert!(env.candidate(4).is_none());
+    let obs = env.observation().unwrap();
+    let shortness = CANDIDATE_FEATURES
+        .iter()
+        .position(|f| *f == "shortness_rank")
+        .unwrap();
+    // The oldest job is the longest: rank 9 of 10.
+    assert!((obs.row(0)[shortness] - 0.9).abs() < 1e-6);
+    assert_eq!(obs.row(2)[shortness], 0.0);
+}

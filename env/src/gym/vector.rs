@@ -105,6 +105,14 @@ impl<'t> VecEnv<'t> {
         self.envs.is_empty()
     }
 
+    /// Environment `i` (for `SchedEnv::imitate` and inspection).
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn env(&self, i: usize) -> &SchedEnv<'t> {
+        &self.envs[i]
+    }
+
     fn draw(&mut self) -> Result<SchedEnv<'t>, EnvError> {
         let i = self.rng.random_range(0..self.pool.len());
         SchedEnv::new(&self.pool[i], Arc::clone(&self.spec), self.cfg.clone())

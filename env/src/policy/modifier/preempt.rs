@@ -182,14 +182,16 @@ fn victims_among(
 /// The minimal victim set `ClassPreempt` would preempt for the blocked `job` on the planner's
 /// cluster as it stands (see the module docs for the rule): `None` when the job fits without
 /// preempting, or no set of preemptible lower-class running jobs lets it fit. Victims are
-/// checked with `placer`; nothing changes on the planner.
+/// checked with `placer`; nothing changes on the planner. Jobs in `exclude` (already preempted
+/// in the decision being built) are not victims again.
 pub fn minimal_victims(
     ctx: &DecisionContext<'_>,
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
     job: &JobSpec,
+    exclude: &[JobId],
 ) -> Option<Vec<JobId>> {
-    let pool = preemptible_pool(ctx, planner, &[]);
+    let pool = preemptible_pool(ctx, planner, exclude);
     victims_among(ctx, planner, placer, job, &pool)
 }
 

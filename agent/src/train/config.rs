@@ -1,0 +1,364 @@
+//! The training configuration (`lachesis train --config FILE`, TOML). Unknown fields are
+//! rejected; every field has a default, so a file gives only what it changes. Overrides on the
+//! command line (`--set ppo.total_steps=20000`) are applied to the TOML before parsing.
+
+use lachesis_env::gym::EnvConfig;
+use serde::{Deserialize, Serialize};
+
+/// Everything a training run is built from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// Seeds windows, episodes, sampling and initialisation.
+    pub seed: u64,
+    /// Training traces, each on its cluster (at least one).
+    pub data: Vec<DataConfig>,
+    pub split: SplitConfig,
+    pub windows: WindowConfig,
+    pub env: EnvConfig,
+    pub model: ModelConfig,
+    pub bc: BcConfig,
+    pub ppo: PpoConfig,
+    pub eval: EvalConfig,
+    /// Worker threads for the environments and evaluation (0 = every core).
+    pub threads: usize,
+}
+
+/// One trace and the cluster it runs on (resolved by the command line: a preset, a shape,
+/// a TOML cluster file or `auto[:G:MODEL@LOAD]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    pub trace: String,
+    #[serde(default)]
+    pub format: Option<String>,
+    #[serde(default = "auto")]
+    pub cluster: String,
+}
+
+fn auto() -> String {
+    "auto".into()
+}
+
+/// Time-ordered split of every trace: training windows come from the first `train` fraction
+/// of jobs, validation windows from the next `validation` fraction; the rest is test, unused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SplitConfig {
+    pub train: f64,
+    pub validation: f64,
+}
+
+/// Training episodes: random windows of the training split, scaled to random offered loads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WindowConfig {
+    /// Jobs per window.
+    pub jobs: usize,
+    /// Windows drawn per trace (each at every load).
+    pub pool: usize,
+    /// Offered loads each window is scaled to.
+    pub loads: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    pub hidden: usize,
+}
+
+/// Behaviour cloning: imitate a heuristic before PPO, so training starts from the teacher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BcConfig {
+    /// A registry heuristic, e.g. `sjf/best-fit`; empty = no warm start.
+    pub teacher: String,
+    /// Decisions collected by following the teacher.
+    pub samples: usize,
+    pub epochs: usize,
+    pub minibatch: usize,
+    pub lr: f64,
+}
+
+/// PPO (CleanRL's names and defaults where they apply).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PpoConfig {
+    /// Environment steps in all (0 = no PPO: behaviour cloning only).
+    pub total_steps: u64,
+    /// Parallel environments per trace.
+    pub num_envs: usize,
+    /// Steps per environment per rollout.
+    pub num_steps: usize,
+    pub lr: f64,
+    /// Anneal the learning rate linearly to 0 over the run.
+    pub anneal_lr: bool,
+    pub gamma: f32,
+    pub gae_lambda: f32,
+    pub num_minibatches: usize,
+    pub update_epochs: usize,
+    pub norm_adv: bool,
+    pub clip_coef: f32,
+    pub clip_vloss: bool,
+    pub ent_coef: f32,
+    pub vf_coef: f32,
+    /// Global gradient-norm clip.
+    pub max_grad_norm: f32,
+    /// Stop an update's epochs early once the approximate KL passes this (0 = never).
+    pub target_kl: f32,
+    /// Scale rewards by a running standard deviation of the discounted return (Gymnasium's
+    /// `NormalizeReward`).
+    pub norm_reward: bool,
+    /// Adam's epsilon.
+    pub adam_eps: f32,
+}
+
+/// Periodic evaluation on validation windows (greedy policy); the best checkpoint is kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalConfig {
+    /// Evaluate every this many PPO iterations (and after warm start, and at the end).
+    pub every: u64,
+    /// Validation windows per trace.
+    pub windows: usize,
+    pub loads: Vec<f64>,
+    pub seeds: u64,
+    /// Heuristics evaluated once on the same units, for the table and the TensorBoard text.
+    pub baselines: Vec<String>,
+    /// Decision tick of the evaluation simulations, seconds (0 = none).
+    pub tick_s: f64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            seed: 1,
+            data: vec![DataConfig {
+                trace: "traces/itp/cluster10.csv".into(),
+                format: None,
+                cluster: "auto".into(),
+            }],
+            split: SplitConfig::default(),
+            windows: WindowConfig::default(),
+            env: EnvConfig::default(),
+            model: ModelConfig::default(),
+            bc: BcConfig::default(),
+            ppo: PpoConfig::default(),
+            eval: EvalConfig::default(),
+            threads: 0,
+        }
+    }
+}
+
+impl Default for SplitConfig {
+    fn default() -> Self {
+        SplitConfig {
+            train: 0.7,
+            validation: 0.15,
+        }
+    }
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        WindowConfig {
+            jobs: 256,
+            pool: 32,
+            loads: vec![0.8, 0.9, 1.0, 1.1],
+        }
+    }
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig { hidden: 64 }
+    }
+}
+
+impl Default for BcConfig {
+    fn default() -> Self {
+        BcConfig {
+            teacher: "sjf/best-fit".into(),
+            samples: 20_000,
+            epochs: 10,
+            minibatch: 256,
+            lr: 1e-3,
+        }
+    }
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        PpoConfig {
+            total_steps: 100_000,
+            num_envs: 8,
+            num_steps: 128,
+            lr: 2.5e-4,
+            anneal_lr: true,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            num_minibatches: 4,
+            update_epochs: 4,
+            norm_adv: true,
+            clip_coef: 0.2,
+            clip_vloss: true,
+            ent_coef: 0.01,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            target_kl: 0.0,
+            norm_reward: true,
+            adam_eps: 1e-5,
+        }
+    }
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            every: 5,
+            windows: 4,
+            loads: vec![0.8, 1.1],
+            seeds: 1,
+            baselines: vec![
+                "fifo/best-fit".into(),
+                "sjf/best-fit".into(),
+                "tiresias/best-fit".into(),
+            ],
+            tick_s: 0.0,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Parses TOML text after applying `overrides` (`path.to.field=value`, the value in TOML
+    /// syntax; a bare word is taken as a string). Errors name the field.
+    pub fn parse(text: &str, overrides: &[String]) -> Result<Self, String> {
+        let mut doc: toml::Table = text.parse().map_err(|e| format!("{e}"))?;
+        for o in overrides {
+            let (path, value) = o
+                .split_once('=')
+                .ok_or_else(|| format!("override `{o}`: expected path.to.field=value"))?;
+            let value = parse_value(value.trim());
+            set_path(&mut doc, path.trim(), value).map_err(|e| format!("override `{o}`: {e}"))?;
+        }
+        let cfg: TrainConfig = doc.try_into().map_err(|e| format!("{e}"))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks every field; the message names it.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.data.is_empty() {
+            return Err("data: give at least one [[data]] trace".into());
+        }
+        let fraction = |f: f64| f.is_finite() && f > 0.0 && f < 1.0;
+        if !fraction(self.split.train)
+            || !fraction(self.split.validation)
+            || self.split.train + self.split.validation > 1.0
+        {
+            return Err(format!(
+                "split: train ({}) and validation ({}) must be in (0, 1) and sum to at most 1",
+                self.split.train, self.split.validation
+            ));
+        }
+        let loads_ok = |l: &[f64]| !l.is_empty() && l.iter().all(|x| x.is_finite() && *x > 0.0);
+        if self.windows.jobs == 0 || self.windows.pool == 0 || !loads_ok(&self.windows.loads) {
+            return Err("windows: jobs and pool must be >= 1, loads non-empty and > 0".into());
+        }
+        if self.model.hidden == 0 {
+            return Err("model.hidden must be >= 1".into());
+        }
+        self.env.validate().map_err(|e| format!("env.{e}"))?;
+        if !self.bc.teacher.is_empty()
+            && (self.bc.samples == 0
+                || self.bc.minibatch == 0
+                || self.bc.lr.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
+        {
+            return Err("bc: samples, minibatch and lr must be > 0 with a teacher".into());
+        }
+        let p = &self.ppo;
+        if p.total_steps > 0
+            && (p.num_envs == 0
+                || p.num_steps == 0
+                || p.num_minibatches == 0
+                || p.update_epochs == 0
+                || p.lr.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+                || p.num_minibatches > p.num_envs * p.num_steps)
+        {
+            return Err(
+                "ppo: num_envs, num_steps, num_minibatches (<= num_envs x num_steps), \
+                 update_epochs and lr must be > 0"
+                    .into(),
+            );
+        }
+        if !(0.0..=1.0).contains(&p.gamma) || !(0.0..=1.0).contains(&p.gae_lambda) {
+            return Err("ppo: gamma and gae_lambda must be in [0, 1]".into());
+        }
+        if self.eval.every == 0 || self.eval.windows == 0 || !loads_ok(&self.eval.loads) {
+            return Err("eval: every and windows must be >= 1, loads non-empty and > 0".into());
+        }
+        Ok(())
+    }
+
+    /// The config as TOML (what the model directory records).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# not serializable: {e}"))
+    }
+}
+
+fn parse_value(text: &str) -> toml::Value {
+    // `x = VALUE` parses any TOML value; a bare word falls back to a string.
+    format!("x = {text}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("x"))
+        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+}
+
+fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let last = parts.pop().filter(|s| !s.is_empty()).ok_or("empty path")?;
+    let mut table = doc;
+    for p in parts {
+        table = table
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .ok_or_else(|| format!("`{p}` is not a table"))?;
+    }
+    table.insert(last.to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse_and_overrides_apply() {
+        let cfg = TrainConfig::parse(
+            "seed = 3\n[ppo]\nnum_envs = 4\n",
+            &[
+                "ppo.total_steps=1000".into(),
+                "bc.teacher=fifo/best-fit".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(cfg.seed, 3);
+        assert_eq!(cfg.ppo.num_envs, 4);
+        assert_eq!(cfg.ppo.total_steps, 1000);
+        assert_eq!(cfg.bc.teacher, "fifo/best-fit");
+        // Round trip through the recorded TOML.
+        assert_eq!(TrainConfig::parse(&cfg.to_toml(), &[]).unwrap(), cfg);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let e = TrainConfig::parse("[ppo]\nnum_env = 4\n", &[]).unwrap_err();
+        assert!(e.contains("num_env"), "{e}");
+        let e = TrainConfig::parse("[split]\ntrain = 0.9\nvalidation = 0.2\n", &[]).unwrap_err();
+        assert!(e.contains("split"), "{e}");
+        let e = TrainConfig::parse("", &["ppo.lr".into()]).unwrap_err();
+        assert!(e.contains("path.to.field=value"), "{e}");
+    }
+}

@@ -1,0 +1,288 @@
+//! Training: behaviour cloning from a heuristic teacher, then PPO with invalid-action masking,
+//! periodic greedy evaluation on validation windows (the best checkpoint is kept), TensorBoard
+//! event files, and resume from the last checkpoint.
+//!
+//! The run writes a model directory:
+//!
+//! ```text
+//! OUT/model.bpk           the kept (best on validation) weights
+//! OUT/manifest.json       schema, dimensions, data and split, seed, config, git, validation
+//! OUT/curve.csv           the validation curve (iteration, env steps, wall, avg JCT, ...)
+//! OUT/tb/                 TensorBoard event files (CleanRL's metric names and sched/*)
+//! OUT/checkpoint/         the latest state, for --resume (weights, optimizer, progress)
+//! ```
+//!
+//! Honesty: training windows come from each trace's training split only, validation windows
+//! from the validation split (by submit time, so no validation job is seen in training); the
+//! policy sees only what `DecisionContext` shows (never a true duration).
+
+pub mod config;
+mod eval;
+mod ppo_loop;
+
+pub use config::TrainConfig;
+pub use eval::{EvalUnit, evaluate, validation_table};
+
+use crate::manifest::{DataRecord, Manifest, ModelError, TrainingRecord, WEIGHTS_FILE};
+use crate::model::{Scorer, ScorerConfig};
+use crate::tensorboard::SummaryWriter;
+use burn::module::Module;
+use burn::tensor::Device;
+use lachesis_env::cluster::ClusterSpec;
+use lachesis_env::gym::window_pool;
+use lachesis_env::job::Trace;
+use lachesis_env::sim::scale_to_load;
+use lachesis_env::trace::split::split_by_time;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A training trace with its cluster, as the command line resolved them.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// The trace's path or name, for the manifest.
+    pub name: String,
+    pub trace: Trace,
+    pub cluster: Arc<ClusterSpec>,
+}
+
+/// A training run that failed (the message names the file or field).
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("config: {0}")]
+    Config(String),
+    #[error("{name}: {message}")]
+    Data { name: String, message: String },
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("environment: {0}")]
+    Env(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
+    move |e| TrainError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// What the run reports as it goes (for a progress bar).
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// `bc-collect`, `bc-fit`, `ppo`, `eval`.
+    pub phase: &'static str,
+    pub done: u64,
+    pub total: u64,
+    pub message: String,
+}
+
+/// A training trace prepared: training windows and validation units.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub name: String,
+    pub cluster: Arc<ClusterSpec>,
+    /// Training windows, each scaled to each training load.
+    pub pool: Vec<Trace>,
+    pub validation: Vec<EvalUnit>,
+    pub record: DataRecord,
+}
+
+fn prepare(cfg: &TrainConfig, datasets: &[Dataset]) -> Result<Vec<Prepared>, TrainError> {
+    let mut out = Vec::new();
+    for (k, d) in datasets.iter().enumerate() {
+        let data_err = |message: String| TrainError::Data {
+            name: d.name.clone(),
+            message,
+        };
+        let split = split_by_time(&d.trace, cfg.split.train, cfg.split.validation)
+            .map_err(|e| data_err(e.to_string()))?;
+        let jobs = cfg.windows.jobs;
+        let seed = cfg.seed.wrapping_add(k as u64 * 7919);
+        let windows = window_pool(&split.train, jobs, cfg.windows.pool, seed)
+            .map_err(|e| data_err(format!("training split: {e}")))?;
+        let mut pool = Vec::new();
+        for w in &windows {
+            for load in &cfg.windows.loads {
+                pool.push(
+                    scale_to_load(w, &d.cluster, *load)
+                        .map_err(|e| data_err(format!("training window at load {load}: {e}")))?,
+                );
+            }
+        }
+        let val_windows = window_pool(&split.validation, jobs, cfg.eval.windows, seed ^ 0xdead)
+            .map_err(|e| data_err(format!("validation split: {e}")))?;
+        let mut validation = Vec::new();
+        for (w, window) in val_windows.iter().enumerate() {
+            for load in &cfg.eval.loads {
+                let scaled = Arc::new(
+                    scale_to_load(window, &d.cluster, *load)
+                        .map_err(|e| data_err(format!("validation window at load {load}: {e}")))?,
+                );
+                for seed in 0..cfg.eval.seeds.max(1) {
+                    validation.push(EvalUnit {
+                        trace: Arc::clone(&scaled),
+                        cluster: Arc::clone(&d.cluster),
+                        seed,
+                        label: format!("{} w{w} load {load} seed {seed}", d.name),
+                    });
+                }
+            }
+        }
+        out.push(Prepared {
+            name: d.name.clone(),
+            cluster: Arc::clone(&d.cluster),
+            pool,
+            validation,
+            record: DataRecord {
+                trace: d.name.clone(),
+                cluster: d.cluster.name.clone(),
+                jobs: d.trace.len(),
+                train_fraction: cfg.split.train,
+                validation_fraction: cfg.split.validation,
+                cuts_s: [split.cuts[0].secs_f64(), split.cuts[1].secs_f64()],
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Everything about a run besides its config.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Continue from `OUT/checkpoint` instead of starting over.
+    pub resume: bool,
+    /// Recorded in the manifest.
+    pub git_revision: String,
+}
+
+/// Trains per `cfg` on `datasets` and writes the model directory `out`; returns its manifest.
+pub fn train(
+    cfg: &TrainConfig,
+    datasets: &[Dataset],
+    out: &Path,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Manifest, TrainError> {
+    cfg.validate().map_err(TrainError::Config)?;
+    if !cfg.bc.teacher.is_empty() {
+        lachesis_env::policy::build_policy(&cfg.bc.teacher, 0)
+            .map_err(|e| TrainError::Config(format!("bc.teacher: {e}")))?;
+    }
+    for b in &cfg.eval.baselines {
+        lachesis_env::policy::build_policy(b, 0)
+            .map_err(|e| TrainError::Config(format!("eval.baselines: {e}")))?;
+    }
+    let started = Instant::now();
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    let prepared = prepare(cfg, datasets)?;
+    let device = Device::flex().autodiff();
+    let threads = if cfg.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        cfg.threads
+    };
+    let mut tb = SummaryWriter::create(&out.join("tb")).map_err(|e| TrainError::Io {
+        path: out.join("tb"),
+        message: e.to_string(),
+    })?;
+    let tb_err = |e: crate::tensorboard::TbError| TrainError::Other(format!("tensorboard: {e}"));
+    tb.add_text("hyperparameters", &hyperparameter_table(cfg), 0)
+        .map_err(tb_err)?;
+
+    let units: Vec<EvalUnit> = prepared
+        .iter()
+        .flat_map(|p| p.validation.iter().cloned())
+        .collect();
+    progress(Progress {
+        phase: "eval",
+        done: 0,
+        total: 1,
+        message: format!("baselines on {} validation units", units.len()),
+    });
+    let baselines: Vec<(String, Vec<eval::UnitResult>)> = cfg
+        .eval
+        .baselines
+        .iter()
+        .map(|b| {
+            let results = evaluate(
+                &units,
+                &|| lachesis_env::policy::build_policy(b, 0).map_err(|e| e.to_string()),
+                cfg.eval.tick_s,
+                threads,
+            )
+            .map_err(TrainError::Other)?;
+            Ok((b.clone(), results))
+        })
+        .collect::<Result<_, TrainError>>()?;
+
+    let mut run = ppo_loop::Run::start(cfg, &prepared, out, options, &device, threads)?;
+    if !run.resumed() && !cfg.bc.teacher.is_empty() {
+        run.behaviour_clone(progress, &mut tb)?;
+    }
+    run.train(progress, &mut tb, &units, &baselines)?;
+    tb.flush().map_err(tb_err)?;
+
+    let best = run.best_model();
+    best.clone()
+        .save_file(out.join(WEIGHTS_FILE))
+        .map_err(|e| TrainError::Io {
+            path: out.join(WEIGHTS_FILE),
+            message: e.to_string(),
+        })?;
+    let mut manifest = Manifest::new(
+        cfg.model.hidden,
+        cfg.env.clone(),
+        TrainingRecord {
+            config: cfg.to_toml(),
+            data: prepared.iter().map(|p| p.record.clone()).collect(),
+            seed: cfg.seed,
+            git_revision: options.git_revision.clone(),
+            teacher: (!cfg.bc.teacher.is_empty()).then(|| cfg.bc.teacher.clone()),
+            ppo_iterations: run.iteration(),
+            env_steps: run.env_steps(),
+            wall_s: started.elapsed().as_secs_f64() + run.prior_wall_s(),
+            best_iteration: run.best_iteration(),
+        },
+    );
+    let learned = evaluate(
+        &units,
+        &|| Ok(Box::new(crate::LearnedPolicy::new("learned", &best, &manifest)) as _),
+        cfg.eval.tick_s,
+        threads,
+    )
+    .map_err(TrainError::Other)?;
+    let mut rows = vec![("learned".to_string(), learned)];
+    rows.extend(baselines);
+    manifest.validation = validation_table(&rows);
+    manifest.write(out)?;
+    run.write_curve(&out.join("curve.csv"))?;
+    Ok(manifest)
+}
+
+/// The hyperparameters as a Markdown table (TensorBoard's text tab renders it).
+fn hyperparameter_table(cfg: &TrainConfig) -> String {
+    let mut s = String::from("|param|value|\n|-|-|\n");
+    for line in cfg.to_toml().lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once(" = ") {
+            s.push_str(&format!("|{k}|{v}|\n"));
+        } else {
+            s.push_str(&format!("|{line}||\n"));
+        }
+    }
+    s
+}
+
+/// A freshly initialized model of `cfg`'s size (seeded through burn's device seed).
+pub(crate) fn fresh_model(cfg: &TrainConfig, device: &Device) -> Scorer {
+    ScorerConfig::new()
+        .with_hidden(cfg.model.hidden)
+        .init(device)
+}

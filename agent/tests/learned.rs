@@ -1,0 +1,210 @@
+//! The learned policy end to end: it acts in the simulator exactly as the environment that
+//! trains it; a model directory round-trips to identical decisions; a model of another
+//! schema is refused; a tiny training run improves its objective.
+
+use burn::module::Module;
+use burn::tensor::Device;
+use lachesis_agent::LearnedPolicy;
+use lachesis_agent::manifest::{MANIFEST_FILE, Manifest, ModelError, TrainingRecord, WEIGHTS_FILE};
+use lachesis_agent::model::{Scorer, ScorerConfig};
+use lachesis_agent::train::{Dataset, RunOptions, TrainConfig, train};
+use lachesis_env::cluster::{ClusterSpec, load_cluster};
+use lachesis_env::gym::{EnvConfig, SchedEnv};
+use lachesis_env::job::Trace;
+use lachesis_env::metrics::Summary;
+use lachesis_env::policy::Policy;
+use lachesis_env::sim::{SimConfig, Simulator};
+use lachesis_env::trace::synthetic::synthetic_trace;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn cluster() -> Arc<ClusterSpec> {
+    Arc::new(load_cluster("4x8:V100").expect("a valid shape"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lachesis-agent-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+fn env_cfg() -> EnvConfig {
+    let mut c = EnvConfig::default();
+    c.sim.skip_unplaceable = true;
+    c
+}
+
+fn model(seed: u64) -> Scorer {
+    let device = Device::flex();
+    device.seed(seed);
+    ScorerConfig::new().init(&device)
+}
+
+fn manifest() -> Manifest {
+    Manifest::new(64, env_cfg(), TrainingRecord::default())
+}
+
+fn simulate(trace: &Trace, policy: &mut dyn Policy) -> Summary {
+    let cfg = SimConfig {
+        seed: 5,
+        ..env_cfg().sim
+    };
+    Simulator::new(trace, cluster(), &cfg)
+        .expect("a runnable trace")
+        .run(policy, &mut |_| {})
+        .summary
+}
+
+#[test]
+fn the_policy_acts_in_the_simulator_as_greedy_play_in_the_environment() {
+    let trace = synthetic_trace(60, &cluster(), 1.0, 11);
+    let m = model(3);
+    let policy = LearnedPolicy::new("learned", &m, &manifest());
+    // Greedy play in the training environment.
+    let mut env = SchedEnv::new(&trace, cluster(), env_cfg()).unwrap();
+    let (mut obs, _) = env.reset(5).unwrap();
+    let mut waits = 0;
+    loop {
+        let a = policy.act(&obs);
+        waits += usize::from(a == lachesis_env::gym::WAIT_ACTION);
+        let s = env.step(a).unwrap();
+        if s.terminated || s.truncated {
+            break;
+        }
+        obs = s.obs;
+    }
+    let in_env = env.finish("env").unwrap().summary;
+    // The same weights as a Policy in the simulator.
+    let mut p = LearnedPolicy::new("learned", &m, &manifest());
+    let in_sim = simulate(&trace, &mut p);
+    assert!(in_env.finished > 0);
+    assert_eq!(in_env.finished, in_sim.finished);
+    assert!(
+        (in_env.avg_jct_s - in_sim.avg_jct_s).abs() < 1e-6,
+        "env {} vs simulator {} ({waits} waits)",
+        in_env.avg_jct_s,
+        in_sim.avg_jct_s
+    );
+}
+
+#[test]
+fn a_model_directory_round_trips_to_identical_decisions() {
+    let dir = scratch("roundtrip");
+    let m = model(9);
+    m.clone().save_file(dir.join(WEIGHTS_FILE)).unwrap();
+    manifest().write(&dir).unwrap();
+    let trace = synthetic_trace(50, &cluster(), 0.9, 2);
+    let mut original = LearnedPolicy::new("a", &m, &manifest());
+    let mut loaded = LearnedPolicy::load(&dir, "b").unwrap();
+    let a = simulate(&trace, &mut original);
+    let b = simulate(&trace, &mut loaded);
+    assert_eq!(a.avg_jct_s, b.avg_jct_s);
+    assert_eq!(a.decisions, b.decisions);
+    // And identical scores on an observation.
+    let mut env = SchedEnv::new(&trace, cluster(), env_cfg()).unwrap();
+    let (obs, _) = env.reset(1).unwrap();
+    let fresh = LearnedPolicy::load(&dir, "c").unwrap();
+    assert_eq!(original.act(&obs), fresh.act(&obs));
+    let (la, lb) = (
+        lachesis_agent::policy::score(&m.valid(), &Device::flex(), &obs).unwrap(),
+        lachesis_agent::policy::score(
+            &lachesis_agent::policy::load_scorer(&dir, &manifest()).unwrap(),
+            &Device::flex(),
+            &obs,
+        )
+        .unwrap(),
+    );
+    assert_eq!(la, lb);
+}
+
+#[test]
+fn a_model_of_another_schema_or_shape_is_refused_with_a_clear_message() {
+    let dir = scratch("schema");
+    model(1).save_file(dir.join(WEIGHTS_FILE)).unwrap();
+    let mut m = manifest();
+    m.feature_schema_version = 2;
+    m.write(&dir).unwrap();
+    let e = LearnedPolicy::load(&dir, "x").unwrap_err();
+    assert!(matches!(e, ModelError::Schema { found: 2, .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("manifest.json") && text.contains("v2") && text.contains("retrain"));
+
+    // Right schema, weights of another width: refused, not a panic.
+    let mut m = manifest();
+    m.hidden = 32;
+    m.write(&dir).unwrap();
+    let e = LearnedPolicy::load(&dir, "x").unwrap_err();
+    assert!(matches!(e, ModelError::Weights { .. }), "{e}");
+
+    // A broken manifest names its file.
+    std::fs::write(dir.join(MANIFEST_FILE), "{ not json").unwrap();
+    let e = LearnedPolicy::load(&dir, "x").unwrap_err();
+    assert!(e.to_string().contains("manifest.json"), "{e}");
+    // No directory at all.
+    let e = LearnedPolicy::load(&dir.join("missing"), "x").unwrap_err();
+    assert!(matches!(e, ModelError::Io { .. }), "{e}");
+}
+
+/// A few seconds of training from scratch: PPO on a small synthetic workload, the greedy
+/// policy evaluated on validation windows before and after.
+#[test]
+fn a_tiny_training_run_improves_its_objective() {
+    let spec = cluster();
+    let trace = synthetic_trace(1200, &spec, 1.0, 21);
+    let datasets = [Dataset {
+        name: "synthetic".into(),
+        trace,
+        cluster: spec,
+    }];
+    let cfg = TrainConfig::parse(
+        r#"
+seed = 4
+threads = 2
+[split]
+train = 0.7
+validation = 0.2
+[windows]
+jobs = 40
+pool = 8
+loads = [1.0]
+[env.sim]
+skip_unplaceable = true
+record_timeline = false
+[bc]
+teacher = ""
+[ppo]
+total_steps = 3072
+num_envs = 4
+num_steps = 64
+lr = 0.001
+anneal_lr = false
+ent_coef = 0.0
+[eval]
+every = 4
+windows = 3
+loads = [1.0]
+baselines = ["fifo/best-fit"]
+"#,
+        &[],
+    )
+    .unwrap();
+    let out = scratch("train");
+    let manifest = train(&cfg, &datasets, &out, &RunOptions::default(), &mut |_| {}).unwrap();
+    let curve = std::fs::read_to_string(out.join("curve.csv")).unwrap();
+    let rel: Vec<f64> = curve
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert!(rel.len() >= 2, "{curve}");
+    let best = rel.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(
+        best < rel[0],
+        "no improvement over the initial policy: {curve}"
+    );
+    assert!(out.join("tb").is_dir() && out.join(WEIGHTS_FILE).is_file());
+    assert_eq!(manifest.training.env_steps, 3072);
+    // The kept model loads and runs as a policy.
+    LearnedPolicy::load(&out, "rl").unwrap();
+}

@@ -1,0 +1,361 @@
+//! `lachesis train --config FILE [--set path=value ...] --out models/NAME [--resume]`: trains a
+//! policy (behaviour cloning from a heuristic, then PPO), keeps the best checkpoint on the
+//! validation windows, then compares it with `lachesis compare` on the validation part of every
+//! training trace and writes the model card from those tables.
+
+use crate::simulate::{load_trace, resolve_cluster};
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lachesis_agent::manifest::{CARD_FILE, Manifest};
+use lachesis_agent::train::{Dataset, Progress, RunOptions, TrainConfig, train};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Training config (TOML; see `models/default/train.toml`).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Override a config field, e.g. `--set ppo.total_steps=20000` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// The model directory to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Continue from OUT/checkpoint (same config and overrides).
+    #[arg(long)]
+    pub resume: bool,
+    /// Skip the closing `lachesis compare` and model card.
+    #[arg(long)]
+    pub no_card: bool,
+    /// Validation windows per trace for the model card's comparison.
+    #[arg(long, default_value_t = 5)]
+    pub card_windows: usize,
+    /// Seeds per window and load for the model card's comparison.
+    #[arg(long, default_value_t = 5)]
+    pub card_seeds: u64,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The baselines a model card compares against: every heuristic family of the library.
+pub const CARD_BASELINES: &[&str] = &[
+    "fifo/best-fit",
+    "fifo/fgd",
+    "fifo/best-fit/easy",
+    "sjf/best-fit",
+    "sjf/fgd",
+    "srtf/best-fit",
+    "tiresias/best-fit",
+    "tiresias/best-fit/las-preempt",
+    "wfp3/best-fit/easy",
+    "f1/best-fit/easy",
+    "drf/best-fit",
+];
+
+pub fn run(args: &Args) -> Result<()> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("reading {}", args.config.display()))?;
+    let cfg = TrainConfig::parse(&text, &args.set)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("{}: invalid training config", args.config.display()))?;
+    let mut datasets = Vec::new();
+    for d in &cfg.data {
+        let path = Path::new(&d.trace);
+        let mut trace = load_trace(path, d.format.as_deref())?;
+        trace.name = d.trace.clone();
+        let cluster = Arc::new(
+            resolve_cluster(&d.cluster, &trace)
+                .with_context(|| format!("{}: cluster `{}`", d.trace, d.cluster))?,
+        );
+        datasets.push(Dataset {
+            name: d.trace.clone(),
+            trace,
+            cluster,
+        });
+    }
+    let options = RunOptions {
+        resume: args.resume,
+        git_revision: git_revision(),
+    };
+    let mut bar = Bar::new(args.quiet);
+    let manifest = train(&cfg, &datasets, &args.out, &options, &mut |p| {
+        bar.update(&p)
+    })?;
+    bar.finish();
+    std::fs::write(args.out.join("train.toml"), cfg.to_toml())
+        .with_context(|| format!("writing {}", args.out.join("train.toml").display()))?;
+    outln!("model: {}", args.out.display());
+    outln!(
+        "trained {} PPO iterations, {} env steps in {:.0} s; kept iteration {}",
+        manifest.training.ppo_iterations,
+        manifest.training.env_steps,
+        manifest.training.wall_s,
+        manifest.training.best_iteration
+    );
+    for r in &manifest.validation {
+        outln!(
+            "  {:<32} avg JCT {:>10.0} s  p99 {:>10.0} s  alloc {:.3}",
+            r.policy,
+            r.avg_jct_s,
+            r.p99_jct_s,
+            r.gpu_alloc
+        );
+    }
+    if args.no_card {
+        write_card(args, &cfg, &manifest, &[])?;
+        return Ok(());
+    }
+    let mut sections = Vec::new();
+    for d in &cfg.data {
+        let name = Path::new(&d.trace)
+            .file_stem()
+            .map_or_else(|| "trace".into(), |s| s.to_string_lossy().to_string());
+        let out = args.out.join("compare").join(&name);
+        let model = format!("rl:{}", args.out.display());
+        let mut policies = vec![model.clone()];
+        policies.extend(CARD_BASELINES.iter().map(|s| s.to_string()));
+        let compare = crate::compare::Args {
+            trace: PathBuf::from(&d.trace),
+            format: d.format.clone(),
+            cluster: d.cluster.clone(),
+            policies,
+            baseline: Some(model),
+            seeds: args.card_seeds,
+            split: Some(vec![cfg.split.train, cfg.split.validation]),
+            part: Some("validation".into()),
+            windows: args.card_windows,
+            window_jobs: cfg.windows.jobs,
+            load: cfg.eval.loads.iter().map(|l| l.to_string()).collect(),
+            tick: Some("10m".into()),
+            policy_config: None,
+            out: out.clone(),
+            threads: None,
+            resamples: 2000,
+        };
+        crate::compare::run(&compare)
+            .with_context(|| format!("comparing on the validation part of {}", d.trace))?;
+        let command = format!(
+            "lachesis compare --trace {} --cluster {} --split {},{} --part validation \
+             --windows {} --window-jobs {} --load {} --seeds {} --tick 10m --baseline rl:{} \
+             --policies rl:{},{} --out {}",
+            d.trace,
+            d.cluster,
+            cfg.split.train,
+            cfg.split.validation,
+            args.card_windows,
+            cfg.windows.jobs,
+            compare.load.join(","),
+            args.card_seeds,
+            args.out.display(),
+            args.out.display(),
+            CARD_BASELINES.join(","),
+            out.display()
+        );
+        let report = std::fs::read_to_string(out.join("report.md"))
+            .with_context(|| format!("reading {}", out.join("report.md").display()))?;
+        sections.push((d.trace.clone(), command, report));
+    }
+    write_card(args, &cfg, &manifest, &sections)?;
+    outln!("model card: {}", args.out.join(CARD_FILE).display());
+    Ok(())
+}
+
+/// Writes OUT/MODEL_CARD.md: what the model is, how it was trained, and the comparison
+/// tables (the `report.md` of each `lachesis compare` run, links to its plots adjusted).
+fn write_card(
+    args: &Args,
+    cfg: &TrainConfig,
+    manifest: &Manifest,
+    sections: &[(String, String, String)],
+) -> Result<()> {
+    let t = &manifest.training;
+    let mut s = String::new();
+    let name = args
+        .out
+        .file_name()
+        .map_or_else(|| "model".into(), |n| n.to_string_lossy().to_string());
+    writeln!(s, "# Model card: `{name}`\n")?;
+    writeln!(
+        s,
+        "A learned scheduling policy for `lachesis` (`rl:{}`): a candidate-scoring network \
+         (hidden width {}) choosing among (job, placement) candidates and \"wait\", feature \
+         schema v{}. It sees only what a real scheduler knows at decision time (job specs, \
+         user estimates where the trace has them, an online duration predictor learned from \
+         finished jobs, the cluster's state); never a job's true duration.\n",
+        args.out.display(),
+        manifest.hidden,
+        manifest.feature_schema_version
+    )?;
+    writeln!(s, "## Training\n")?;
+    writeln!(
+        s,
+        "- reproduce: `lachesis train --config {} --out {}`",
+        args.config.display(),
+        args.out.display()
+    )?;
+    if !args.set.is_empty() {
+        writeln!(
+            s,
+            "  with `{}`",
+            args.set
+                .iter()
+                .map(|o| format!("--set {o}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )?;
+    }
+    writeln!(s, "- git revision: `{}`", t.git_revision)?;
+    writeln!(s, "- seed: {}", t.seed)?;
+    writeln!(
+        s,
+        "- warm start: {}",
+        t.teacher.as_ref().map_or("none".to_string(), |x| format!(
+            "behaviour cloning from `{x}` ({} decisions, {} epochs)",
+            cfg.bc.samples, cfg.bc.epochs
+        ))
+    )?;
+    writeln!(
+        s,
+        "- PPO: {} iterations, {} environment steps; {:.0} s wall on this machine; kept \
+         iteration {} (best validation average JCT relative to `{}`)",
+        t.ppo_iterations,
+        t.env_steps,
+        t.wall_s,
+        t.best_iteration,
+        cfg.eval.baselines.first().map_or("-", String::as_str)
+    )?;
+    writeln!(
+        s,
+        "- episodes: windows of {} jobs from each trace's training split, scaled to offered loads {:?}",
+        cfg.windows.jobs, cfg.windows.loads
+    )?;
+    writeln!(
+        s,
+        "- data (time-ordered split: training jobs all precede validation jobs):\n"
+    )?;
+    writeln!(
+        s,
+        "| trace | cluster | jobs | train | validation | validation starts at (s) |"
+    )?;
+    writeln!(s, "|---|---|---|---|---|---|")?;
+    for d in &t.data {
+        writeln!(
+            s,
+            "| `{}` | `{}` | {} | {} | {} | {:.0} |",
+            d.trace, d.cluster, d.jobs, d.train_fraction, d.validation_fraction, d.cuts_s[0]
+        )?;
+    }
+    writeln!(
+        s,
+        "\nThe validation curve is in `curve.csv`, TensorBoard event files in `tb/`.\n"
+    )?;
+    writeln!(
+        s,
+        "## Validation during training (greedy, {} units)\n",
+        manifest.validation.first().map_or(0, |r| r.units)
+    )?;
+    writeln!(
+        s,
+        "| policy | avg JCT (s) | p99 JCT (s) | GPU allocation | fragmentation |"
+    )?;
+    writeln!(s, "|---|---|---|---|---|")?;
+    for r in &manifest.validation {
+        writeln!(
+            s,
+            "| `{}` | {:.0} | {:.0} | {:.3} | {:.4} |",
+            r.policy, r.avg_jct_s, r.p99_jct_s, r.gpu_alloc, r.frag
+        )?;
+    }
+    if !sections.is_empty() {
+        writeln!(
+            s,
+            "\n## Against every baseline on validation windows (`lachesis compare`)\n"
+        )?;
+        writeln!(
+            s,
+            "Each table is the `report.md` of the command above it, with the model as the baseline: a cell's paired difference is that heuristic minus the model, so a positive avg-JCT difference means the model was better. Windows come from the validation part only, which training never saw.\n"
+        )?;
+    }
+    for (trace, command, report) in sections {
+        writeln!(s, "### `{trace}`\n\n```sh\n{command}\n```\n")?;
+        let body: String = report
+            .lines()
+            .skip_while(|l| l.starts_with("# "))
+            .take_while(|l| !l.starts_with("## Plots"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        writeln!(s, "{body}\n")?;
+    }
+    writeln!(s, "## Limits\n")?;
+    writeln!(
+        s,
+        "- The action space places or waits; it preempts only jobs of a strictly lower class (QoS, then priority), so it cannot express Tiresias' LAS preemption among equals: `tiresias/best-fit/las-preempt` is a different kind of policy (preemptive) and is listed for reference."
+    )?;
+    writeln!(
+        s,
+        "- Trained on the traces above; on a cluster or workload unlike them, compare it first (`lachesis compare --policies rl:PATH,...`)."
+    )?;
+    let path = args.out.join(CARD_FILE);
+    std::fs::write(&path, s).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A phase-aware progress bar with ETA (only on a terminal, never with `--quiet`).
+struct Bar {
+    enabled: bool,
+    bar: Option<ProgressBar>,
+    phase: &'static str,
+}
+
+impl Bar {
+    fn new(quiet: bool) -> Self {
+        Bar {
+            enabled: !quiet && std::io::stderr().is_terminal(),
+            bar: None,
+            phase: "",
+        }
+    }
+    fn update(&mut self, p: &Progress) {
+        if !self.enabled {
+            return;
+        }
+        if self.phase != p.phase {
+            if let Some(b) = self.bar.take() {
+                b.finish_and_clear();
+            }
+            self.phase = p.phase;
+            let bar = ProgressBar::with_draw_target(Some(p.total), ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template(
+                "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} ETA {eta} {msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar.set_prefix(p.phase);
+            self.bar = Some(bar);
+        }
+        if let Some(b) = &self.bar {
+            b.set_length(p.total);
+            b.set_position(p.done);
+            b.set_message(p.message.clone());
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
