@@ -208,3 +208,62 @@ baselines = ["fifo/best-fit"]
     // The kept model loads and runs as a policy.
     LearnedPolicy::load(&out, "rl").unwrap();
 }
+
+#[test]
+fn training_resumes_from_its_checkpoint() {
+    let spec = cluster();
+    let datasets = [Dataset {
+        name: "synthetic".into(),
+        trace: synthetic_trace(600, &spec, 1.0, 8),
+        cluster: spec,
+    }];
+    let text = r#"
+seed = 2
+threads = 1
+[windows]
+jobs = 30
+pool = 4
+loads = [1.0]
+[env.sim]
+skip_unplaceable = true
+record_timeline = false
+[bc]
+teacher = "fifo/best-fit"
+samples = 256
+epochs = 2
+minibatch = 64
+[ppo]
+num_envs = 2
+num_steps = 32
+[eval]
+every = 1
+windows = 1
+loads = [1.0]
+baselines = ["fifo/best-fit"]
+"#;
+    let first = TrainConfig::parse(text, &["ppo.total_steps=128".into()]).unwrap();
+    let out = scratch("resume");
+    let m1 = train(&first, &datasets, &out, &RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(
+        (m1.training.ppo_iterations, m1.training.env_steps),
+        (2, 128)
+    );
+    // Extended to 256 steps: two more iterations from the checkpoint, the curve kept.
+    let more = TrainConfig::parse(text, &["ppo.total_steps=256".into()]).unwrap();
+    let resume = RunOptions {
+        resume: true,
+        ..RunOptions::default()
+    };
+    let m2 = train(&more, &datasets, &out, &resume, &mut |_| {}).unwrap();
+    assert_eq!(
+        (m2.training.ppo_iterations, m2.training.env_steps),
+        (4, 256)
+    );
+    let curve = std::fs::read_to_string(out.join("curve.csv")).unwrap();
+    let iterations: Vec<&str> = curve.lines().skip(1).map(|l| &l[..1]).collect();
+    assert_eq!(iterations, ["0", "1", "2", "3", "4"], "{curve}");
+    // Another config is refused, naming the checkpoint.
+    let other = TrainConfig::parse(text, &["seed=3".into()]).unwrap();
+    let e = train(&other, &datasets, &out, &resume, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("state.json"), "{e}");
+}

@@ -133,13 +133,20 @@ impl<'p> Run<'p> {
                 path: state_path.clone(),
                 message: e.to_string(),
             })?;
-            if state.config != cfg.to_toml() {
+            // The same run, perhaps extended: only ppo.total_steps may change.
+            let same = TrainConfig::parse(&state.config, &[]).is_ok_and(|mut before| {
+                before.ppo.total_steps = cfg.ppo.total_steps;
+                before == *cfg
+            });
+            if !same {
                 return Err(TrainError::Config(format!(
                     "{}: the checkpoint was trained with another config; resume with the same \
-                     config and overrides (or start over without --resume)",
+                     config and overrides (only ppo.total_steps may change), or start over \
+                     without --resume",
                     state_path.display()
                 )));
             }
+            state.config = cfg.to_toml();
             let weights = dir.join("model.bpk");
             model = model.try_load_file(&weights).map_err(save_err(&weights))?;
             let opt = dir.join("optim.bpk");
