@@ -12,7 +12,7 @@ use crate::model::{Scorer, ScorerConfig};
 use burn::module::Module;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use lachesis_env::gym::{
-    CANDIDATE_WIDTH, Enumerator, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES, Observation, Proposer,
+    CANDIDATE_WIDTH, Enumerator, EnvConfig, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES, Observation,
     Taken, WAIT_ACTION,
 };
 use lachesis_env::policy::{Decision, DecisionContext, Policy, PolicyError};
@@ -24,8 +24,7 @@ pub struct LearnedPolicy {
     name: String,
     model: Scorer,
     device: Device,
-    proposers: Vec<Proposer>,
-    jobs_considered: usize,
+    env: EnvConfig,
     /// Built at the first decision, when the cluster is known.
     enumerator: Option<Enumerator>,
     /// The first decision's time: the episode's origin for the `elapsed` feature.
@@ -36,7 +35,7 @@ impl std::fmt::Debug for LearnedPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LearnedPolicy")
             .field("name", &self.name)
-            .field("jobs_considered", &self.jobs_considered)
+            .field("jobs_considered", &self.env.jobs_considered)
             .finish()
     }
 }
@@ -62,8 +61,7 @@ impl LearnedPolicy {
             name: name.into(),
             model: model.valid(),
             device: Device::flex(),
-            proposers: manifest.env.proposers.clone(),
-            jobs_considered: manifest.env.jobs_considered,
+            env: manifest.env.clone(),
             enumerator: None,
             start: None,
         }
@@ -133,7 +131,7 @@ impl Policy for LearnedPolicy {
     }
 
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
-        let (proposers, jobs_considered) = (&self.proposers, self.jobs_considered);
+        let env = &self.env;
         let enumerator = self.enumerator.get_or_insert_with(|| {
             let cluster = ctx.cluster();
             let spec = cluster.spec();
@@ -141,9 +139,9 @@ impl Policy for LearnedPolicy {
                 total_gpu_milli: spec.total_gpu_milli(),
                 total_gpus: spec.total_gpus(),
                 total_cpu_milli: spec.total_cpu_milli(),
-                jobs_considered,
+                jobs_considered: env.jobs_considered,
             };
-            Enumerator::new(proposers, featurizer, MAX_CANDIDATES - 1)
+            Enumerator::from_config(env, featurizer, MAX_CANDIDATES - 1)
         });
         let start = *self.start.get_or_insert(ctx.now());
         let elapsed = ctx.now().saturating_sub(start);

@@ -13,7 +13,9 @@
 //! A considered job that no proposer can place gets at most one preemption candidate: the
 //! minimal victim set of the `preempt` modifier (`minimal_victims`: preemptible running jobs of
 //! a strictly lower class, QoS then priority) found with the first proposer, and that
-//! proposer's placement once the victims are freed. Taking it applies one decision that
+//! proposer's placement once the victims are freed; failing that, with `las_preemption` on,
+//! the victims Tiresias' LAS preemption would free for it (running jobs of a strictly more
+//! served queue, most served first). Taking it applies one decision that
 //! preempts the victims, then places the job. Works on a `DecisionContext` alone, so the
 //! decision service can enumerate the same way.
 
@@ -22,10 +24,10 @@ use super::features::{
 };
 use crate::cluster::{ClusterState, FitStrategy};
 use crate::metrics::{MixCounts, TaskMix};
-use crate::policy::order::DurationPredictor;
+use crate::policy::order::{DurationPredictor, TiresiasConfig};
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
-    DecisionContext, PendingJob, Placement, Placer, PlanMark, Planner, StrategyPlacer,
+    DecisionContext, LasPreempt, PendingJob, Placement, Placer, PlanMark, Planner, StrategyPlacer,
     minimal_victims,
 };
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
@@ -243,6 +245,7 @@ impl Taken {
 #[derive(Debug)]
 pub struct Enumerator {
     proposers: Proposers,
+    las: Option<LasPreempt>,
     mix: OnlineMix,
     durations: DurationPredictor,
     featurizer: Featurizer,
@@ -254,11 +257,22 @@ impl Enumerator {
     pub fn new(proposers: &[Proposer], featurizer: Featurizer, limit: usize) -> Self {
         Enumerator {
             proposers: Proposers::new(proposers),
+            las: None,
             mix: OnlineMix::default(),
             durations: DurationPredictor::new(),
             featurizer,
             limit,
         }
+    }
+
+    /// As `EnvConfig` says: its proposers, and LAS preemption candidates when
+    /// `las_preemption` is on (Tiresias' queues with their default thresholds).
+    pub fn from_config(cfg: &super::EnvConfig, featurizer: Featurizer, limit: usize) -> Self {
+        let mut e = Self::new(&cfg.proposers, featurizer, limit);
+        if cfg.las_preemption {
+            e.las = LasPreempt::new(&TiresiasConfig::default()).ok();
+        }
+        e
     }
 
     pub fn featurizer(&self) -> &Featurizer {
@@ -302,6 +316,7 @@ impl Enumerator {
     ) -> DecisionPoint {
         let parts = Parts {
             proposers: &mut self.proposers,
+            las: self.las.as_ref(),
             mix: self.mix.mix(),
             durations: &self.durations,
             featurizer: &self.featurizer,
@@ -346,6 +361,7 @@ fn global_stats(
 /// What a pass of `candidates_in` works with, besides the context and the planner.
 struct Parts<'e> {
     proposers: &'e mut Proposers,
+    las: Option<&'e LasPreempt>,
     mix: &'e TaskMix,
     durations: &'e DurationPredictor,
     featurizer: &'e Featurizer,
@@ -362,6 +378,7 @@ fn candidates_in(
 ) -> DecisionPoint {
     let Parts {
         proposers,
+        las,
         mix,
         durations,
         featurizer,
@@ -436,9 +453,13 @@ fn candidates_in(
         else {
             continue;
         };
-        let Some(victims) =
-            minimal_victims(ctx, planner, placer.as_mut(), p.spec, &taken.preempted)
-        else {
+        let victims = minimal_victims(ctx, planner, placer.as_mut(), p.spec, &taken.preempted)
+            .or_else(|| {
+                las.and_then(|l| {
+                    l.victims_for(ctx, planner, placer.as_mut(), p.spec, &taken.preempted)
+                })
+            });
+        let Some(victims) = victims else {
             continue;
         };
         let mark = planner.mark();

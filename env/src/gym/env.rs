@@ -24,6 +24,9 @@ pub struct EnvConfig {
     pub jobs_considered: usize,
     /// Heuristics proposing placements for each of those jobs (duplicates by node set merged).
     pub proposers: Vec<Proposer>,
+    /// Offer LAS preemption candidates too (see `candidates`): a waiting job may preempt
+    /// running jobs of a more served Tiresias queue. Run with `sim.tick_s > 0`.
+    pub las_preemption: bool,
     /// Truncate after this many steps (0 = no limit).
     pub max_steps: u64,
     /// Truncate once this much sim time has passed since the window's first submit (0 = no
@@ -41,6 +44,7 @@ impl Default for EnvConfig {
             reward: RewardConfig::default(),
             jobs_considered: 16,
             proposers: vec![Proposer::BestFit, Proposer::WorstFit, Proposer::Fgd],
+            las_preemption: false,
             max_steps: 0,
             max_sim_time_s: 0.0,
         }
@@ -174,7 +178,7 @@ impl<'t> SchedEnv<'t> {
         Ok(SchedEnv {
             trace,
             spec,
-            enumerator: Enumerator::new(&cfg.proposers, featurizer, MAX_CANDIDATES - 1),
+            enumerator: Enumerator::from_config(&cfg, featurizer, MAX_CANDIDATES - 1),
             cfg,
             featurizer,
             sim: None,
@@ -205,7 +209,7 @@ impl<'t> SchedEnv<'t> {
             Arc::clone(&self.spec),
             &sim_cfg,
         )?);
-        self.enumerator = Enumerator::new(&self.cfg.proposers, self.featurizer, MAX_CANDIDATES - 1);
+        self.enumerator = Enumerator::from_config(&self.cfg, self.featurizer, MAX_CANDIDATES - 1);
         self.steps = 0;
         self.placed_now = 0;
         self.done = false;

@@ -413,13 +413,9 @@ fn imitate_episode(
     trace: &Trace,
     spec: &Arc<ClusterSpec>,
     teacher: &str,
+    c: EnvConfig,
 ) -> (crate::metrics::Summary, u64, u64) {
-    let mut env = SchedEnv::new(
-        trace,
-        Arc::clone(spec),
-        cfg(RewardConfig::default(), 0, 0.0),
-    )
-    .unwrap();
+    let mut env = SchedEnv::new(trace, Arc::clone(spec), c).unwrap();
     let mut t = crate::policy::build_policy(teacher, 3).unwrap();
     env.reset(3).unwrap();
     let (mut steps, mut exact) = (0, 0);
@@ -448,7 +444,8 @@ fn imitating_a_heuristic_reproduces_its_simulation() {
     let spec = cluster();
     for trace in [synthetic(), itp_window()] {
         for teacher in ["fifo/best-fit", "sjf/best-fit"] {
-            let (summary, steps, exact) = imitate_episode(&trace, &spec, teacher);
+            let c = cfg(RewardConfig::default(), 0, 0.0);
+            let (summary, steps, exact) = imitate_episode(&trace, &spec, teacher, c);
             let mut sim_cfg = cfg(RewardConfig::default(), 0, 0.0).sim;
             sim_cfg.seed = 3;
             let mut p = crate::policy::build_policy(teacher, 3).unwrap();
@@ -518,4 +515,42 @@ fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
     // The oldest job is the longest: rank 9 of 10.
     assert!((obs.row(0)[shortness] - 0.9).abs() < 1e-6);
     assert_eq!(obs.row(2)[shortness], 0.0);
+}
+
+#[test]
+fn las_preemption_candidates_let_the_env_follow_tiresias() {
+    // With LAS preemption candidates and the 10-minute tick, following
+    // tiresias/best-fit/las-preempt in the environment preempts as the heuristic does and lands
+    // close to its simulated average JCT (the shortlist is not Tiresias' ordering, so an exact
+    // match is not guaranteed).
+    let spec = cluster();
+    let trace = synthetic_trace(80, &spec, 1.2, 5);
+    let teacher = "tiresias/best-fit/las-preempt";
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.las_preemption = true;
+    c.sim.tick_s = 600.0;
+    let (summary, steps, exact) = imitate_episode(&trace, &spec, teacher, c.clone());
+    let mut sim_cfg = c.sim.clone();
+    sim_cfg.seed = 3;
+    let mut p = crate::policy::build_policy(teacher, 3).unwrap();
+    let direct = crate::sim::Simulator::new(&trace, Arc::clone(&spec), &sim_cfg)
+        .unwrap()
+        .run(p.as_mut(), &mut |_| {})
+        .summary;
+    assert!(
+        direct.preemptions > 0,
+        "the workload should make LAS preempt"
+    );
+    assert!(summary.preemptions > 0, "{exact}/{steps} exact");
+    let gap = (summary.avg_jct_s - direct.avg_jct_s).abs() / direct.avg_jct_s;
+    assert!(
+        gap < 0.05,
+        "env {} vs simulator {} ({exact}/{steps} exact)",
+        summary.avg_jct_s,
+        direct.avg_jct_s
+    );
+    // Without the LAS candidates the same teacher cannot preempt at all.
+    c.las_preemption = false;
+    let (without, _, _) = imitate_episode(&trace, &spec, teacher, c);
+    assert_eq!(without.preemptions, 0);
 }

@@ -49,6 +49,39 @@ impl LasPreempt {
     pub fn queue(&self, service: u128) -> usize {
         tiresias_queue(service, &self.thresholds)
     }
+
+    /// The victims this rule would preempt for the waiting `job` alone, on the planner's
+    /// cluster as it stands: running preemptible jobs (not in `exclude`) of a strictly more
+    /// served queue and no more important QoS, most served first, the shortest prefix of them
+    /// that lets `job` fit with `placer`. `None` when the job fits without preempting or no
+    /// prefix lets it fit. Nothing changes on the planner.
+    pub fn victims_for(
+        &self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        placer: &mut dyn Placer,
+        job: &crate::job::JobSpec,
+        exclude: &[JobId],
+    ) -> Option<Vec<JobId>> {
+        let q = self.queue(service(ctx, job.id));
+        let mut running: Vec<(u128, JobId)> = planner
+            .state()
+            .running()
+            .filter(|a| a.preemptible && !exclude.contains(&a.job))
+            .map(|a| (service(ctx, a.job), a.job))
+            .collect();
+        running.sort_by(|a, b| b.cmp(a));
+        let victims: Vec<JobId> = running
+            .iter()
+            .filter(|(s, v)| self.queue(*s) > q && ctx.job(*v).qos >= job.qos)
+            .map(|(_, v)| *v)
+            .collect();
+        if victims.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
+            return None;
+        }
+        let k = shortest_prefix(planner, placer, job, &victims)?;
+        Some(victims[..k].to_vec())
+    }
 }
 
 /// A job's attained service so far, current run included, milli-GPU x ms.
