@@ -305,6 +305,16 @@ pub fn run(args: &Args) -> Result<()> {
         all.into_iter().map(|(_, r)| r).collect()
     });
     let runs: Vec<Run> = results.into_iter().collect::<Result<_>>()?;
+    for r in &runs {
+        let left = r.summary.jobs.saturating_sub(r.summary.finished);
+        if left > 0 {
+            eprintln!(
+                "warning: {} left {left} of {} jobs unfinished on unit {}: its JCT and wait \
+                 figures there cover finished jobs only",
+                r.policy, r.summary.jobs, r.unit
+            );
+        }
+    }
     let reports = metric_reports(&runs, &args.policies, base_idx, units.len(), args.resamples);
     let wall_s = started.elapsed().as_secs_f64();
     let setup = Setup {

@@ -98,11 +98,12 @@ pub fn run(args: &Args) -> Result<()> {
     );
     for r in &manifest.validation {
         outln!(
-            "  {:<32} avg JCT {:>10.0} s  p99 {:>10.0} s  alloc {:.3}",
+            "  {:<32} avg JCT {:>10.0} s  p99 {:>10.0} s  alloc {:.3}  unfinished {}",
             r.policy,
             r.avg_jct_s,
             r.p99_jct_s,
-            r.gpu_alloc
+            r.gpu_alloc,
+            r.unfinished
         );
     }
     if args.no_card {

@@ -77,6 +77,9 @@ pub struct ValidationRow {
     pub p99_jct_s: f64,
     pub gpu_alloc: f64,
     pub frag: f64,
+    /// Jobs left unfinished over all units (their JCT is not in the averages).
+    #[serde(default)]
+    pub unfinished: u64,
     pub units: usize,
 }
 

@@ -102,6 +102,10 @@ pub fn validation_table(rows: &[(String, Vec<UnitResult>)]) -> Vec<ValidationRow
                 p99_jct_s: mean(|s| s.p99_jct_s),
                 gpu_alloc: mean(|s| s.gpu_alloc_rate),
                 frag: mean(|s| s.frag_gpu_rate),
+                unfinished: results
+                    .iter()
+                    .map(|r| r.summary.jobs.saturating_sub(r.summary.finished))
+                    .sum(),
                 units: results.len(),
             }
         })
@@ -110,8 +114,17 @@ pub fn validation_table(rows: &[(String, Vec<UnitResult>)]) -> Vec<ValidationRow
 
 /// The score the best checkpoint is chosen by: the geometric mean over units of the policy's
 /// average JCT over the reference's on the same unit (lower is better; 1 = as good as the
-/// reference). Units where either is 0 are skipped.
+/// reference). Units where either is 0 are skipped. Infinite when the policy left any job
+/// unfinished on a unit where the reference finished them all: average JCT over finished jobs
+/// would reward starving the long ones.
 pub fn relative_jct(results: &[UnitResult], reference: &[UnitResult]) -> f64 {
+    let starved = results
+        .iter()
+        .zip(reference)
+        .any(|(a, b)| a.summary.finished < a.summary.jobs && b.summary.finished >= b.summary.jobs);
+    if starved {
+        return f64::INFINITY;
+    }
     let logs: Vec<f64> = results
         .iter()
         .zip(reference)

@@ -69,6 +69,8 @@ struct CurvePoint {
     p99_jct_s: f64,
     gpu_alloc: f64,
     frag: f64,
+    #[serde(default)]
+    unfinished: u64,
 }
 
 /// What `--resume` restores besides weights and optimizer.
@@ -663,7 +665,10 @@ impl<'p> Run<'p> {
             p99_jct_s: row.p99_jct_s,
             gpu_alloc: row.gpu_alloc,
             frag: row.frag,
+            unfinished: row.unfinished,
         });
+        // Infinite scores (starved jobs) lose to any finite one; the first evaluation is kept
+        // if nothing better ever comes.
         if self.state.best_score.is_none_or(|b| score < b) {
             self.state.best_score = Some(score);
             self.state.best_iteration = self.state.iteration;
@@ -694,11 +699,11 @@ impl<'p> Run<'p> {
 
     pub(crate) fn write_curve(&self, path: &Path) -> Result<(), TrainError> {
         let mut s = String::from(
-            "iteration,env_steps,wall_s,relative_jct,avg_jct_s,p99_jct_s,gpu_alloc,frag\n",
+            "iteration,env_steps,wall_s,relative_jct,avg_jct_s,p99_jct_s,gpu_alloc,frag,unfinished\n",
         );
         for c in &self.state.curve {
             s.push_str(&format!(
-                "{},{},{:.1},{:.4},{:.1},{:.1},{:.4},{:.4}\n",
+                "{},{},{:.1},{:.4},{:.1},{:.1},{:.4},{:.4},{}\n",
                 c.iteration,
                 c.env_steps,
                 c.wall_s,
@@ -706,7 +711,8 @@ impl<'p> Run<'p> {
                 c.avg_jct_s,
                 c.p99_jct_s,
                 c.gpu_alloc,
-                c.frag
+                c.frag,
+                c.unfinished
             ));
         }
         std::fs::write(path, s).map_err(io(path))

@@ -155,6 +155,9 @@ fn job_stats(l: &Listed<'_>, nodes: usize, min_nodes: u64) -> CandidateStats {
 pub struct DecisionPoint {
     pub candidates: Vec<Candidate>,
     pub global: [f32; GLOBAL_WIDTH],
+    /// Waiting is not allowed here: the environment is work-conserving, nothing would be
+    /// running, and some candidate can start (waiting could only stall or idle the cluster).
+    pub must_act: bool,
 }
 
 impl DecisionPoint {
@@ -167,6 +170,9 @@ impl DecisionPoint {
                 obs.mask[i] = true;
                 obs.candidates[i * CANDIDATE_WIDTH..(i + 1) * CANDIDATE_WIDTH]
                     .copy_from_slice(&featurizer.candidate_row(&c.stats));
+            }
+            if self.must_act && !self.candidates.is_empty() {
+                obs.mask[super::features::WAIT_ACTION] = false;
             }
         }
         obs
@@ -246,6 +252,7 @@ impl Taken {
 pub struct Enumerator {
     proposers: Proposers,
     las: Option<LasPreempt>,
+    work_conserving: bool,
     mix: OnlineMix,
     durations: DurationPredictor,
     featurizer: Featurizer,
@@ -258,6 +265,7 @@ impl Enumerator {
         Enumerator {
             proposers: Proposers::new(proposers),
             las: None,
+            work_conserving: false,
             mix: OnlineMix::default(),
             durations: DurationPredictor::new(),
             featurizer,
@@ -272,6 +280,7 @@ impl Enumerator {
         if cfg.las_preemption {
             e.las = LasPreempt::new(&TiresiasConfig::default()).ok();
         }
+        e.work_conserving = cfg.work_conserving;
         e
     }
 
@@ -324,7 +333,12 @@ impl Enumerator {
             placed_now,
             elapsed,
         };
-        candidates_in(ctx, planner, taken, parts)
+        let mut point = candidates_in(ctx, planner, taken, parts);
+        point.must_act = self.work_conserving && {
+            let running = planner.state().running().len() + taken.placed.len();
+            running <= taken.preempted.len()
+        };
+        point
     }
 }
 
@@ -498,7 +512,11 @@ fn candidates_in(
             break;
         }
     }
-    DecisionPoint { candidates, global }
+    DecisionPoint {
+        candidates,
+        global,
+        must_act: false,
+    }
 }
 
 /// The jobs that get candidates (see the module docs): the oldest `ceil(k / 2)` pending jobs,

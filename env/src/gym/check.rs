@@ -44,8 +44,8 @@ fn check_obs(obs: &Observation) -> Result<(), String> {
     {
         return Err("observation shape differs from the schema".into());
     }
-    if !obs.mask[WAIT_ACTION] {
-        return Err("wait is masked".into());
+    if !obs.mask[WAIT_ACTION] && !obs.mask[..WAIT_ACTION].iter().any(|m| *m) {
+        return Err("no action is legal (wait is masked with no candidate)".into());
     }
     let bad = obs
         .candidates

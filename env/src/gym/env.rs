@@ -27,6 +27,9 @@ pub struct EnvConfig {
     /// Offer LAS preemption candidates too (see `candidates`): a waiting job may preempt
     /// running jobs of a more served Tiresias queue. Run with `sim.tick_s > 0`.
     pub las_preemption: bool,
+    /// Mask "wait" when nothing would be running and some candidate can start: the agent may
+    /// hold jobs back while others run, but never idle the whole cluster (or stall).
+    pub work_conserving: bool,
     /// Truncate after this many steps (0 = no limit).
     pub max_steps: u64,
     /// Truncate once this much sim time has passed since the window's first submit (0 = no
@@ -45,6 +48,7 @@ impl Default for EnvConfig {
             jobs_considered: 16,
             proposers: vec![Proposer::BestFit, Proposer::WorstFit, Proposer::Fgd],
             las_preemption: false,
+            work_conserving: false,
             max_steps: 0,
             max_sim_time_s: 0.0,
         }
@@ -280,8 +284,12 @@ impl<'t> SchedEnv<'t> {
         let decision = teacher
             .decide(&sim.context())
             .map_err(|e| EnvError::Config(format!("teacher: {e}")))?;
+        let wait_legal = self.obs.as_ref().is_some_and(|o| o.mask[WAIT_ACTION]);
+        // Where waiting is masked (work-conserving), the teacher's "nothing now" becomes the
+        // first candidate.
+        let wait = if wait_legal { WAIT_ACTION } else { 0 };
         if decision.placements.is_empty() {
-            return Ok((WAIT_ACTION, true));
+            return Ok((wait, wait_legal));
         }
         let nodes = |tasks: &[crate::cluster::TaskPlacement]| {
             let mut n: Vec<_> = tasks.iter().map(|t| t.node).collect();
@@ -305,7 +313,7 @@ impl<'t> SchedEnv<'t> {
                 return Ok((i, false));
             }
         }
-        Ok((WAIT_ACTION, false))
+        Ok((wait, false))
     }
 
     /// The current observation (`None` before the first reset).

@@ -228,7 +228,8 @@ impl Featurizer {
 pub struct Observation {
     pub candidates: Vec<f32>,
     pub global: Vec<f32>,
-    /// `mask[a]`: action `a` is legal. `mask[WAIT_ACTION]` is always true.
+    /// `mask[a]`: action `a` is legal. Never all false: `mask[WAIT_ACTION]` is true unless the
+    /// environment is work-conserving, nothing is running and a candidate is legal.
     pub mask: Vec<bool>,
 }
 

@@ -1,0 +1,189 @@
+//! `lachesis train` end to end on the bundled ITP excerpt: a model directory with its card,
+//! then `rl:DIR` in `simulate` and `compare`; bad configs and model paths get clear errors.
+//!
+//! ```sh
+//! cargo test --test train
+//! ```
+
+mod common;
+
+use common::{lachesis, stdout_json};
+use std::fs;
+use std::path::PathBuf;
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lachesis-train-{}-{test}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("the temp dir is writable");
+    dir
+}
+
+const CONFIG: &str = r#"
+seed = 7
+threads = 2
+[[data]]
+trace = "traces/itp/cluster10.csv"
+[split]
+train = 0.6
+validation = 0.3
+[windows]
+jobs = 30
+pool = 4
+loads = [1.0]
+[env]
+las_preemption = true
+work_conserving = true
+[env.sim]
+skip_unplaceable = true
+record_timeline = false
+tick_s = 600.0
+[bc]
+teacher = "sjf/best-fit"
+samples = 300
+epochs = 2
+minibatch = 64
+[ppo]
+total_steps = 256
+num_envs = 2
+num_steps = 64
+[eval]
+every = 1
+windows = 2
+loads = [1.0]
+baselines = ["sjf/best-fit", "fifo/best-fit"]
+tick_s = 600.0
+"#;
+
+#[test]
+fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
+    let dir = scratch("model");
+    let config = dir.join("train.toml");
+    fs::write(&config, CONFIG).expect("writable");
+    let model = dir.join("model");
+    let (config_s, model_s) = (
+        config.to_str().expect("UTF-8"),
+        model.to_str().expect("UTF-8"),
+    );
+    let out = lachesis(&[
+        "train",
+        "--config",
+        config_s,
+        "--out",
+        model_s,
+        "--set",
+        "bc.epochs=3",
+        "--card-windows",
+        "1",
+        "--card-seeds",
+        "1",
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "model.bpk",
+        "manifest.json",
+        "MODEL_CARD.md",
+        "curve.csv",
+        "train.toml",
+        "checkpoint/state.json",
+        "compare/cluster10/report.md",
+    ] {
+        assert!(model.join(f).is_file(), "missing {f}");
+    }
+    assert!(model.join("tb").is_dir());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(model.join("manifest.json")).expect("readable"))
+            .expect("JSON");
+    assert_eq!(manifest["training"]["teacher"], "sjf/best-fit");
+    assert_eq!(manifest["training"]["env_steps"], 256);
+    assert!(
+        manifest["training"]["config"]
+            .as_str()
+            .is_some_and(|c| c.contains("epochs = 3")),
+        "the override is recorded"
+    );
+    let card = fs::read_to_string(model.join("MODEL_CARD.md")).expect("readable");
+    for needle in [
+        "behaviour cloning from `sjf/best-fit`",
+        "lachesis compare --trace traces/itp/cluster10.csv",
+        "| avg JCT (s) ↓ |",
+        "`tiresias/best-fit/las-preempt`",
+    ] {
+        assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
+    }
+
+    let policy = format!("rl:{model_s}");
+    let summary = stdout_json(&[
+        "simulate",
+        "--trace",
+        "traces/itp/cluster10.csv",
+        "--cluster",
+        "auto",
+        "--policy",
+        &policy,
+        "--tick",
+        "10m",
+        "--json",
+    ]);
+    assert_eq!(summary["policy"], policy.as_str());
+    assert_eq!(summary["finished"], summary["jobs"]);
+    assert_eq!(summary["policy_errors"], 0);
+
+    let report = dir.join("cmp");
+    let out = lachesis(&[
+        "compare",
+        "--policies",
+        &format!("fifo/best-fit,{policy}"),
+        "--windows",
+        "2",
+        "--window-jobs",
+        "40",
+        "--out",
+        report.to_str().expect("UTF-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = fs::read_to_string(report.join("report.md")).expect("readable");
+    assert!(md.contains(&format!("`{policy}`")));
+}
+
+#[test]
+fn bad_configs_and_model_paths_are_named() {
+    let dir = scratch("bad");
+    let config = dir.join("bad.toml");
+    fs::write(&config, "[ppo]\nnum_env = 4\n").expect("writable");
+    let out = lachesis(&[
+        "train",
+        "--config",
+        config.to_str().expect("UTF-8"),
+        "--out",
+        dir.join("m").to_str().expect("UTF-8"),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml") && stderr.contains("num_env"),
+        "{stderr}"
+    );
+
+    let out = lachesis(&[
+        "simulate",
+        "--trace",
+        "traces/itp/cluster10.csv",
+        "--cluster",
+        "auto",
+        "--policy",
+        "rl:no/such/model",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no/such/model/manifest.json"), "{stderr}");
+}
