@@ -1,8 +1,9 @@
 //! The learner: PPO over a masked categorical of candidate scores.
 //!
 //! Owns the pure RL arithmetic (`gae`, `masked`), the burn model that scores candidates
-//! (`model`) and the clipped PPO loss (`ppo`). Depends on `lachesis-env` only for the
-//! observation schema; knows nothing of the simulator's internals.
+//! (`model`), the clipped PPO loss (`ppo`) and the TensorBoard event files training writes
+//! (`tensorboard`). Depends on `lachesis-env` only for the observation schema; knows nothing
+//! of the simulator's internals.
 
 pub mod gae;
 pub mod manifest;
@@ -19,3 +20,4 @@ pub use masked::{MASKED_LOGIT, MaskedCategorical};
 pub use model::{ObsBatch, Scorer, ScorerConfig};
 pub use policy::LearnedPolicy;
 pub use ppo::{Minibatch, PpoLoss, PpoLossConfig, ppo_loss};
+pub use tensorboard::{ScalarEvent, SummaryWriter, TbError, read_events};

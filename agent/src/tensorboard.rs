@@ -171,8 +171,8 @@ impl SummaryWriter {
     /// Creates `dir` if needed and in it a new file
     /// `events.out.tfevents.{secs}.{hostname}.{pid}.{n}` (TensorFlow's naming), where `n` is
     /// the first counter whose file does not exist yet: the file is created exclusively, so
-    /// writers started in the same second never share (and overwrite) a file. Writes the
-    /// `file_version` event.
+    /// writers started in the same second never share (and overwrite) a file. Writes and
+    /// flushes the `file_version` event.
     pub fn create(dir: &Path) -> Result<Self, TbError> {
         fs::create_dir_all(dir).map_err(|source| TbError::Io {
             doing: "creating directory",
@@ -189,6 +189,8 @@ impl SummaryWriter {
             step: 0,
             what: Some(event::What::FileVersion(FILE_VERSION.into())),
         })?;
+        // A new file is a valid event file at once, and a disk that refuses it fails here.
+        writer.flush()?;
         Ok(writer)
     }
 
@@ -443,13 +445,10 @@ mod tests {
 
     #[test]
     fn crc32c_of_the_check_string() {
-        // The CRC-32C catalogue's check value; the mask is (crc >> 15 | crc << 17) + 0xa282ead8.
+        // The CRC-32C catalogue's check value, and its mask ((crc >> 15 | crc << 17) +
+        // 0xa282ead8) as TensorBoard's own `record_writer.masked_crc32c` computes it.
         assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
-        let crc: u32 = 0xE306_9283;
-        assert_eq!(
-            masked_crc32c(b"123456789"),
-            crc.rotate_right(15).wrapping_add(0xa282_ead8)
-        );
+        assert_eq!(masked_crc32c(b"123456789"), 0xC78A_B0E5);
     }
 
     #[test]

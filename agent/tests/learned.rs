@@ -203,7 +203,30 @@ baselines = ["fifo/best-fit"]
         best < rel[0],
         "no improvement over the initial policy: {curve}"
     );
-    assert!(out.join("tb").is_dir() && out.join(WEIGHTS_FILE).is_file());
+    assert!(out.join(WEIGHTS_FILE).is_file());
+    // The event file holds CleanRL's metric names and the validation ones.
+    let events: Vec<_> = std::fs::read_dir(out.join("tb"))
+        .unwrap()
+        .flat_map(|e| lachesis_agent::read_events(&e.unwrap().path()).unwrap())
+        .collect();
+    for tag in [
+        "charts/learning_rate",
+        "charts/SPS",
+        "losses/value_loss",
+        "losses/policy_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/explained_variance",
+        "sched/avg_jct_s",
+        "sched/gpu_alloc",
+        "sched/frag",
+    ] {
+        assert!(
+            events.iter().any(|e| e.tag == tag),
+            "no {tag} in the events"
+        );
+    }
     assert_eq!(manifest.training.env_steps, 3072);
     // The kept model loads and runs as a policy.
     LearnedPolicy::load(&out, "rl").unwrap();
