@@ -1,11 +1,12 @@
 //! Candidate actions at a decision point: (pending job, placement) pairs proposed by
 //! heuristic placers, deduplicated by node set, each with its feature row.
 //!
-//! The shortlist: of `jobs_considered` jobs, the first half (rounded up) are the oldest pending
-//! jobs (submit order), the rest the pending jobs with the shortest predicted remaining time
-//! among the others (the user's estimate, else the online duration predictor that `sjf` uses,
-//! learned from jobs seen to finish), so both the head of the queue and the short jobs behind
-//! it can be chosen. For each shortlisted job every configured proposer places the job
+//! The shortlist: of `jobs_considered` jobs, a third are the oldest pending jobs (submit
+//! order), a third the least served (attained GPU-time, Tiresias' ranking), the rest the
+//! pending jobs with the shortest predicted remaining time among the others (the user's
+//! estimate, else the online duration predictor that `sjf` uses, learned from jobs seen to
+//! finish), so the head of the queue, the least served and the short jobs behind it can all
+//! be chosen. For each shortlisted job every configured proposer places the job
 //! tentatively on the live cluster through the decision's planner
 //! (then undoes it), so a candidate is feasible now by construction and its features can read
 //! the cluster as it would be after the placement.
@@ -519,8 +520,9 @@ fn candidates_in(
     }
 }
 
-/// The jobs that get candidates (see the module docs): the oldest `ceil(k / 2)` pending jobs,
-/// then the shortest predicted among the rest, up to `k` in all.
+/// The jobs that get candidates (see the module docs): the oldest `ceil(k / 3)` pending jobs,
+/// then the least served (attained GPU-time, as Tiresias ranks them; ties by submit) up to
+/// `ceil(2k / 3)`, then the shortest predicted, up to `k` in all.
 fn shortlist<'a>(
     ctx: &DecisionContext<'a>,
     pending: &[PendingJob<'a>],
@@ -541,10 +543,23 @@ fn shortlist<'a>(
     for (r, i) in by_shortness.iter().enumerate() {
         rank[*i] = r;
     }
-    let head = k.div_ceil(2).min(pending.len());
-    let chosen = (0..head).chain(by_shortness.into_iter().filter(|i| *i >= head));
+    let mut by_service: Vec<usize> = (0..pending.len()).collect();
+    by_service.sort_by_key(|i| pending[*i].runtime.attained_gpu_milli_ms);
+    let mut chosen: Vec<usize> = (0..k.div_ceil(3).min(pending.len())).collect();
+    let fill = |from: Vec<usize>, upto: usize, chosen: &mut Vec<usize>| {
+        for i in from {
+            if chosen.len() >= upto.min(pending.len()) {
+                break;
+            }
+            if !chosen.contains(&i) {
+                chosen.push(i);
+            }
+        }
+    };
+    fill(by_service, (2 * k).div_ceil(3), &mut chosen);
+    fill(by_shortness, k, &mut chosen);
     chosen
-        .take(k)
+        .into_iter()
         .map(|i| Listed {
             p: pending[i],
             position: i,

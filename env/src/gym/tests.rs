@@ -474,8 +474,8 @@ fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
     use crate::job::JobSpec;
     use crate::units::JobId;
     // 10 one-GPU jobs submitted together on a free 8-GPU node, with estimates of 10, 9, ...,
-    // 1 hours, and jobs_considered 4:
-    // the shortlist is the two oldest (10 h, 9 h) and the two shortest (1 h, 2 h).
+    // 1 hours, and jobs_considered 4: the shortlist is the two oldest (10 h, 9 h), the least
+    // served of the rest (all unserved: the next oldest, 8 h), and the shortest (1 h).
     let spec = Arc::new(load_cluster("1x8:V100").unwrap());
     let base = synthetic_trace(10, &spec, 0.9, 1);
     let jobs: Vec<JobSpec> = base
@@ -505,7 +505,7 @@ fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
     let jobs: Vec<u32> = (0..4)
         .map(|a| env.candidate(a).unwrap().placement.job.0)
         .collect();
-    assert_eq!(jobs, vec![0, 1, 9, 8]);
+    assert_eq!(jobs, vec![0, 1, 2, 9]);
     assert!(env.candidate(4).is_none());
     let obs = env.observation().unwrap();
     let shortness = CANDIDATE_FEATURES
@@ -514,7 +514,7 @@ fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
         .unwrap();
     // The oldest job is the longest: rank 9 of 10.
     assert!((obs.row(0)[shortness] - 0.9).abs() < 1e-6);
-    assert_eq!(obs.row(2)[shortness], 0.0);
+    assert_eq!(obs.row(3)[shortness], 0.0);
 }
 
 #[test]
