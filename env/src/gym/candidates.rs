@@ -4,7 +4,8 @@
 //! For each of the first `jobs_considered` pending jobs (submit order), every configured
 //! proposer places the job tentatively on the live cluster through the decision's planner
 //! (then undoes it), so a candidate is feasible now by construction and its features can read
-//! the cluster as it would be after the placement.
+//! the cluster as it would be after the placement. Jobs of one gang shape (task, tasks, GPU
+//! types) share each proposer's answer within a decision point: it is computed once.
 //!
 //! A considered job that no proposer can place gets at most one preemption candidate: the
 //! minimal victim set of the `preempt` modifier (`minimal_victims`: preemptible running jobs of
@@ -14,7 +15,8 @@
 //! decision service can enumerate the same way.
 
 use super::features::{CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats};
-use crate::cluster::{ClusterState, FitStrategy};
+use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
+use crate::job::JobSpec;
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
@@ -23,7 +25,6 @@ use crate::policy::{
 };
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 
 /// A heuristic that proposes placements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -79,7 +80,8 @@ impl Proposers {
 /// the fragmentation features: no knowledge of jobs yet to arrive.
 #[derive(Debug, Clone, Default)]
 pub struct OnlineMix {
-    seen: HashSet<JobId>,
+    /// `seen[id.index()]`: the job has been counted (job ids are dense trace indices).
+    seen: Vec<bool>,
     counts: MixCounts,
     mix: Option<TaskMix>,
 }
@@ -87,7 +89,11 @@ pub struct OnlineMix {
 impl OnlineMix {
     fn observe(&mut self, ctx: &DecisionContext<'_>) {
         for p in ctx.pending() {
-            if self.seen.insert(p.spec.id) && p.spec.task.gpus > 0 {
+            let i = p.spec.id.index();
+            if i >= self.seen.len() {
+                self.seen.resize(i + 1, false);
+            }
+            if !std::mem::replace(&mut self.seen[i], true) && p.spec.task.gpus > 0 {
                 self.counts.add(&p.spec.task, p.spec.tasks);
                 self.mix = None;
             }
@@ -153,6 +159,42 @@ fn measure_and_undo(
     let free = free_after(planner.state(), nodes);
     planner.undo_to(mark);
     (after - frag(planner), free)
+}
+
+/// A proposer's tentative placement of a job, measured and undone: the placement, its
+/// distinct nodes (ascending), the fragmentation change and the free fractions after it.
+#[derive(Clone)]
+struct Proposal {
+    tasks: Vec<TaskPlacement>,
+    nodes: Vec<NodeId>,
+    frag_delta: f64,
+    free: (f64, f64, f64),
+}
+
+/// What decides a proposer's placement besides the cluster: the gang's shape.
+fn same_shape(a: &JobSpec, b: &JobSpec) -> bool {
+    a.task == b.task && a.tasks == b.tasks && a.gpu_types == b.gpu_types
+}
+
+/// Places `job` with `placer` on the planner, measures and undoes it (`None`: it does not fit).
+fn propose(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    mix: &TaskMix,
+    job: &JobSpec,
+) -> Option<Proposal> {
+    let mark = planner.mark();
+    let tasks = placer.place(planner, job)?;
+    let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let (frag_delta, free) = measure_and_undo(planner, mark, mix, &nodes);
+    Some(Proposal {
+        tasks,
+        nodes,
+        frag_delta,
+        free,
+    })
 }
 
 /// Free fractions of `nodes` in `state`: (mean GPU, least GPU, mean CPU).
@@ -229,23 +271,43 @@ pub fn enumerate(
     };
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut planner = ctx.planner();
+    // Each proposer's answer per gang shape at this decision point. Every proposal is undone
+    // before the next, so the planner is back at the same cluster for each, and the proposers
+    // are deterministic in the cluster and the shape (the mix they read is fixed once observed
+    // above): jobs of one shape get the same placement, measured once.
+    let mut answers: Vec<(&JobSpec, usize, Option<Proposal>)> = Vec::new();
     'jobs: for (position, p) in ctx.pending().take(featurizer.jobs_considered).enumerate() {
         let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
-        for (kind, placer) in proposers.kinds.iter().zip(&mut proposers.placers) {
-            let mark = planner.mark();
-            let Some(tasks) = placer.place(&mut planner, p.spec) else {
+        for (k, (kind, placer)) in proposers
+            .kinds
+            .iter()
+            .zip(&mut proposers.placers)
+            .enumerate()
+        {
+            let known = answers
+                .iter()
+                .find(|(job, at, _)| *at == k && same_shape(job, p.spec));
+            let proposal = match known {
+                Some((_, _, answer)) => answer.clone(),
+                None => {
+                    let answer = propose(&mut planner, placer.as_mut(), mix, p.spec);
+                    answers.push((p.spec, k, answer.clone()));
+                    answer
+                }
+            };
+            let Some(Proposal {
+                tasks,
+                nodes,
+                frag_delta,
+                free: (gpu_mean, gpu_min, cpu_mean),
+            }) = proposal
+            else {
                 continue;
             };
-            let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
-            nodes.sort_unstable();
-            nodes.dedup();
             if let Some((_, i)) = seen.iter().find(|(n, _)| *n == nodes) {
                 candidates[*i].stats.proposed_by |= kind.flag();
-                planner.undo_to(mark);
                 continue;
             }
-            let (frag_delta, (gpu_mean, gpu_min, cpu_mean)) =
-                measure_and_undo(&mut planner, mark, mix, &nodes);
             let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
             seen.push((nodes.clone(), candidates.len()));
             candidates.push(Candidate {
