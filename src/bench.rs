@@ -1,6 +1,8 @@
 //! `lachesis bench sim`: simulator speed on the shared traces and at scale (`bench read`: trace
-//! reading; `bench fgd`: the FGD paper's experiment, in `bench_fgd`). Prints rates and
-//! ratios measured side by side in one run; repeat runs and quote medians.
+//! reading; `bench fgd`: the FGD paper's experiment, in `bench_fgd`; `bench env` and `bench
+//! infer`: gym environment steps and learned-policy decisions, in `bench_env` and
+//! `bench_infer`). Prints rates and ratios measured side by side in one run; repeat runs and
+//! quote medians.
 
 use anyhow::{Context, Result};
 use lachesis_env::cluster::{ClusterSpec, load_cluster};
@@ -50,6 +52,12 @@ pub enum Command {
     /// The FGD paper's experiment: sampled openb pods arrive and never leave; GPU allocation
     /// and fragmentation rates per placement at 90..130% of capacity arrived.
     Fgd(crate::bench_fgd::Args),
+    /// Gym environment steps per second (`SchedEnv` on one core, `VecEnv` on threads) on
+    /// windows of a trace, against 200k steps/s and RLScheduler's 2.9k.
+    Env(crate::bench_env::Args),
+    /// Cost of one learned-policy decision (Scorer forward and masked argmax) on one core,
+    /// against 1 ms.
+    Infer(crate::bench_infer::Args),
 }
 
 pub fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
@@ -90,6 +98,8 @@ pub fn run(cmd: &Command) -> Result<()> {
             read_speed(&files, *repeats)
         }
         Command::Fgd(args) => crate::bench_fgd::run(args),
+        Command::Env(args) => crate::bench_env::run(args),
+        Command::Infer(args) => crate::bench_infer::run(args),
     }
 }
 

@@ -22,7 +22,9 @@ macro_rules! out {
 }
 
 mod bench;
+mod bench_env;
 mod bench_fgd;
+mod bench_infer;
 mod compare;
 mod policies;
 mod progress;

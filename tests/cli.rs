@@ -443,6 +443,71 @@ fn bench_fgd_fills_the_openb_cluster_and_writes_csv() {
     assert!((0.5..=1.0).contains(&alloc), "{csv}");
 }
 
+/// Stdout of `lachesis ARGS...`, which must succeed.
+fn stdout_of(args: &[&str]) -> String {
+    let out = lachesis(args);
+    assert!(
+        out.status.success(),
+        "lachesis {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn bench_env_prints_rates_ratios_and_a_stable_checksum() {
+    let args = [
+        "bench",
+        "env",
+        "--window-jobs",
+        "20",
+        "--episodes",
+        "2",
+        "--repeats",
+        "1",
+        "--threads",
+        "2",
+        "--envs",
+        "3",
+    ];
+    let out = stdout_of(&args);
+    for line in [
+        "SchedEnv first-legal",
+        "SchedEnv random-legal",
+        "VecEnv 3 envs on 1 thread(s)",
+        "VecEnv 3 envs on 2 thread(s)",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    assert!(out.contains("x the 200k target") && out.contains("x RLScheduler's 2.9k"));
+    // Same seed, same observations: the checksums (not the rates) repeat.
+    let checksums = |out: &str| -> Vec<String> {
+        out.split("obs checksum ")
+            .skip(1)
+            .map(|rest| rest.chars().take(16).collect())
+            .collect()
+    };
+    assert_eq!(checksums(&out).len(), 2, "{out}");
+    assert_eq!(checksums(&out), checksums(&stdout_of(&args)));
+}
+
+#[test]
+fn bench_infer_prints_the_decision_time_against_1_ms() {
+    let out = stdout_of(&[
+        "bench",
+        "infer",
+        "--candidates",
+        "16",
+        "--repeats",
+        "5",
+        "--warmup",
+        "1",
+    ]);
+    assert!(out.contains("16 candidates x 24 features"), "{out}");
+    assert!(out.contains("decision: median"), "{out}");
+    assert!(out.contains("x the 1 ms target"), "{out}");
+}
+
 #[test]
 fn policy_config_tunes_tiresias_and_rejects_unknown_fields() {
     let dir =

@@ -453,7 +453,15 @@ impl<'t> SchedEnv<'t> {
         };
         let reward = self.cfg.reward.reward(&terms) as f32;
         self.done = end.is_some();
-        self.obs = Some(obs.clone());
+        // Into the kept observation's buffers (a derived `clone_from` would allocate anew).
+        match &mut self.obs {
+            Some(kept) => {
+                kept.candidates.clone_from(&obs.candidates);
+                kept.global.clone_from(&obs.global);
+                kept.mask.clone_from(&obs.mask);
+            }
+            None => self.obs = Some(obs.clone()),
+        }
         Step {
             obs,
             reward: if reward.is_finite() { reward } else { 0.0 },

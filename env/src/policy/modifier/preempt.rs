@@ -191,6 +191,16 @@ pub fn minimal_victims(
     job: &JobSpec,
     exclude: &[JobId],
 ) -> Option<Vec<JobId>> {
+    // The common case first, without building and ranking the pool: no preemptible running
+    // job of a lower class (`victims_among` would find none either).
+    let below = class(job);
+    let any_lower = planner
+        .state()
+        .running()
+        .any(|a| a.preemptible && class(ctx.job(a.job)) < below);
+    if !any_lower {
+        return None;
+    }
     let pool = preemptible_pool(ctx, planner, exclude);
     victims_among(ctx, planner, placer, job, &pool)
 }

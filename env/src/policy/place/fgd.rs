@@ -11,7 +11,6 @@ use crate::job::{JobSpec, TaskRequest};
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::{DecisionContext, Placer, Planner};
 use crate::units::{GPU_MILLI, JobId};
-use std::collections::HashSet;
 
 /// The best way to put `task` on one node: the GPUs to use and the fragmentation change
 /// `Δ` (milli-GPU) under `mix`, the least over the node's options; `None` if it does not fit.
@@ -93,8 +92,9 @@ pub fn fgd_choice(
 /// FGD with its task mix built from the jobs seen so far.
 #[derive(Debug, Default)]
 pub struct Fgd {
-    /// Jobs already counted in the mix.
-    seen: HashSet<JobId>,
+    /// `seen[id.index()]`: the job is already counted in the mix (ids are dense trace
+    /// indices; a bitmap, as `observe` runs over the queue at every decision).
+    seen: Vec<bool>,
     counts: MixCounts,
     mix: Option<TaskMix>,
 }
@@ -102,7 +102,11 @@ pub struct Fgd {
 impl Fgd {
     /// Counts a job in the mix the first time it is seen.
     fn see(&mut self, job: JobId, task: &TaskRequest, tasks: u32) {
-        if self.seen.insert(job) {
+        let i = job.index();
+        if i >= self.seen.len() {
+            self.seen.resize(i + 1, false);
+        }
+        if !std::mem::replace(&mut self.seen[i], true) {
             self.counts.add(task, tasks);
             if task.gpus > 0 {
                 self.mix = None;
