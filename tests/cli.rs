@@ -503,7 +503,11 @@ fn bench_infer_prints_the_decision_time_against_1_ms() {
         "--warmup",
         "1",
     ]);
-    assert!(out.contains("16 candidates x 24 features"), "{out}");
+    let width = lachesis_env::gym::CANDIDATE_WIDTH;
+    assert!(
+        out.contains(&format!("16 candidates x {width} features")),
+        "{out}"
+    );
     assert!(out.contains("decision: median"), "{out}");
     assert!(out.contains("x the 1 ms target"), "{out}");
 }
