@@ -23,7 +23,8 @@
 use super::features::{
     CANDIDATE_WIDTH, CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats, Observation,
 };
-use crate::cluster::{ClusterState, FitStrategy};
+use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
+use crate::job::JobSpec;
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::order::{DurationPredictor, TiresiasConfig};
 use crate::policy::place::{Fgd, MostAllocated};
@@ -199,6 +200,42 @@ fn measure_and_undo(
     let free = free_after(planner.state(), nodes);
     planner.undo_to(mark);
     (after - frag(planner), free)
+}
+
+/// One proposer's answer for a job shape: its placement, the distinct nodes it uses, the
+/// fragmentation change and the free fractions after it.
+#[derive(Clone)]
+struct Proposal {
+    tasks: Vec<TaskPlacement>,
+    nodes: Vec<NodeId>,
+    frag_delta: f64,
+    free: (f64, f64, f64),
+}
+
+/// Whether two jobs ask for the same thing (every proposer answers them alike).
+fn same_shape(a: &JobSpec, b: &JobSpec) -> bool {
+    a.task == b.task && a.tasks == b.tasks && a.gpu_types == b.gpu_types
+}
+
+/// What `placer` proposes for `job` on the planner's cluster (measured, then undone).
+fn propose(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    mix: &TaskMix,
+    job: &JobSpec,
+) -> Option<Proposal> {
+    let mark = planner.mark();
+    let tasks = placer.place(planner, job)?;
+    let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let (frag_delta, free) = measure_and_undo(planner, mark, mix, &nodes);
+    Some(Proposal {
+        tasks,
+        nodes,
+        frag_delta,
+        free,
+    })
 }
 
 /// Free fractions of `nodes` in `state`: (mean GPU, least GPU, mean CPU).
@@ -422,24 +459,43 @@ fn candidates_in(
     });
     let shortlist = shortlist(ctx, &pending, durations, featurizer.jobs_considered);
     let mut candidates: Vec<Candidate> = Vec::new();
+    // A proposer's answer depends only on the cluster and the job's shape, and every answer is
+    // undone before the next: jobs of one shape share it within this decision point.
+    let mut answers: Vec<(&JobSpec, usize, Option<Proposal>)> = Vec::new();
     'jobs: for listed in &shortlist {
         let p = listed.p;
         let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
-        for (kind, placer) in proposers.kinds.iter().zip(&mut proposers.placers) {
-            let mark = planner.mark();
-            let Some(tasks) = placer.place(planner, p.spec) else {
+        for (k, (kind, placer)) in proposers
+            .kinds
+            .iter()
+            .zip(&mut proposers.placers)
+            .enumerate()
+        {
+            let known = answers
+                .iter()
+                .find(|(j, i, _)| *i == k && same_shape(j, p.spec))
+                .map(|(_, _, a)| a.clone());
+            let answer = match known {
+                Some(a) => a,
+                None => {
+                    let a = propose(planner, placer.as_mut(), mix, p.spec);
+                    answers.push((p.spec, k, a.clone()));
+                    a
+                }
+            };
+            let Some(Proposal {
+                tasks,
+                nodes,
+                frag_delta,
+                free: (gpu_mean, gpu_min, cpu_mean),
+            }) = answer
+            else {
                 continue;
             };
-            let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
-            nodes.sort_unstable();
-            nodes.dedup();
             if let Some((_, i)) = seen.iter().find(|(n, _)| *n == nodes) {
                 candidates[*i].stats.proposed_by |= kind.flag();
-                planner.undo_to(mark);
                 continue;
             }
-            let (frag_delta, (gpu_mean, gpu_min, cpu_mean)) =
-                measure_and_undo(planner, mark, mix, &nodes);
             let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
             seen.push((nodes.clone(), candidates.len()));
             candidates.push(Candidate {
