@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fifo/best-fit,fifo/first-fit,fifo/fgd,fifo/best-fit/easy,sjf/best-fit,tiresias/best-fit/las-preempt"
+        default_value = "fifo/best-fit,fifo/first-fit,fifo/fgd,fifo/best-fit/easy,sjf/best-fit,tiresias/best-fit/las-preempt,rl:models/default"
     )]
     pub policies: Vec<String>,
     /// The policy the others are compared against (default: the first).
@@ -58,7 +58,8 @@ pub struct Args {
     /// Offered loads to scale each window to, comma-separated ("none" keeps the trace's own).
     #[arg(long, value_delimiter = ',', default_value = "0.7,0.9")]
     pub load: Vec<String>,
-    /// Periodic decision tick, e.g. 5m (default: 10m when a policy uses las-preempt, else none).
+    /// Periodic decision tick, e.g. 5m (default: 10m when a policy uses las-preempt, a learned
+    /// policy's training tick for `rl:PATH`, else none).
     #[arg(long)]
     pub tick: Option<String>,
     /// Policy knobs (TOML, e.g. `[tiresias] thresholds_gpu_s = [3250.0, 7200.0]`).
@@ -236,12 +237,17 @@ pub fn run(args: &Args) -> Result<()> {
         timeline_interval_s: 600.0,
         ..SimConfig::default()
     };
-    if let Some(t) = &args.tick {
-        cfg.tick_s = parse_duration(t)
+    cfg.tick_s = match &args.tick {
+        Some(t) => parse_duration(t)
             .map_err(anyhow::Error::msg)
             .context("--tick")?
-            .secs_f64();
-    }
+            .secs_f64(),
+        None => args
+            .policies
+            .iter()
+            .map(|p| crate::policies::wants_tick_s(p))
+            .fold(0.0, f64::max),
+    };
     let windows: Vec<(f64, f64)> = if args.windows == 0 {
         vec![(0.0, f64::INFINITY)]
     } else {

@@ -30,11 +30,19 @@ pub struct Args {
     /// Skip the closing `lachesis compare` and model card.
     #[arg(long)]
     pub no_card: bool,
+    /// Do not train: (re)write the model card of the model already in --out.
+    #[arg(long, conflicts_with_all = ["resume", "no_card"])]
+    pub card_only: bool,
     /// Validation windows per trace for the model card's comparison.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 8)]
     pub card_windows: usize,
-    /// Seeds per window and load for the model card's comparison.
-    #[arg(long, default_value_t = 5)]
+    /// Offered loads of the model card's comparison.
+    #[arg(long, value_delimiter = ',', default_value = "0.8,0.9,1.0,1.1")]
+    pub card_loads: Vec<f64>,
+    /// Seeds per window and load for the model card's comparison. The simulator draws nothing
+    /// at random for deterministic policies, so extra seeds would only repeat their units and
+    /// narrow the intervals falsely: windows and loads are the independent samples.
+    #[arg(long, default_value_t = 1)]
     pub card_seeds: u64,
     /// No progress bar.
     #[arg(long)]
@@ -130,7 +138,7 @@ pub fn run(args: &Args) -> Result<()> {
             part: Some("validation".into()),
             windows: args.card_windows,
             window_jobs: cfg.windows.jobs,
-            load: cfg.eval.loads.iter().map(|l| l.to_string()).collect(),
+            load: args.card_loads.iter().map(|l| l.to_string()).collect(),
             tick: Some("10m".into()),
             policy_config: None,
             out: out.clone(),
@@ -278,7 +286,7 @@ fn write_card(
         )?;
         writeln!(
             s,
-            "Each table is the `report.md` of the command above it, with the model as the baseline: a cell's paired difference is that heuristic minus the model, so a positive avg-JCT difference means the model was better. Windows come from the validation part only, which training never saw.\n"
+            "Each table is the `report.md` of the command above it, with the model as the baseline: a cell's paired difference is that heuristic minus the model, so a positive avg-JCT difference means the model was better. Windows come from the validation part only, which training never saw. The units are windows x offered loads: neither the simulator nor these policies draw anything at random, so extra seeds would only repeat units and narrow the intervals falsely.\n"
         )?;
     }
     for (trace, command, report) in sections {
