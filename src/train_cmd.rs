@@ -89,13 +89,16 @@ pub fn run(args: &Args) -> Result<()> {
         resume: args.resume,
         git_revision: git_revision(),
     };
-    let mut bar = Bar::new(args.quiet);
-    let manifest = train(&cfg, &datasets, &args.out, &options, &mut |p| {
-        bar.update(&p)
-    })?;
-    bar.finish();
-    std::fs::write(args.out.join("train.toml"), cfg.to_toml())
-        .with_context(|| format!("writing {}", args.out.join("train.toml").display()))?;
+    let manifest = if args.card_only {
+        Manifest::read(&args.out)?
+    } else {
+        let mut bar = Bar::new(args.quiet);
+        let manifest = train(&cfg, &datasets, &args.out, &options, &mut |p| {
+            bar.update(&p)
+        })?;
+        bar.finish();
+        manifest
+    };
     outln!("model: {}", args.out.display());
     outln!(
         "trained {} PPO iterations, {} env steps in {:.0} s; kept iteration {}",

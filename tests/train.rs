@@ -89,7 +89,6 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
         "manifest.json",
         "MODEL_CARD.md",
         "curve.csv",
-        "train.toml",
         "checkpoint/state.json",
         "compare/cluster10/report.md",
     ] {
@@ -116,6 +115,33 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
     ] {
         assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
     }
+
+    // --card-only rewrites the card without touching the weights.
+    let weights = fs::read(model.join("model.bpk")).expect("readable");
+    fs::remove_file(model.join("MODEL_CARD.md")).expect("removable");
+    let out = lachesis(&[
+        "train",
+        "--config",
+        config_s,
+        "--out",
+        model_s,
+        "--card-only",
+        "--card-windows",
+        "1",
+        "--card-loads",
+        "1.0",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(model.join("MODEL_CARD.md").is_file());
+    assert_eq!(
+        fs::read(model.join("model.bpk")).expect("readable"),
+        weights
+    );
 
     let policy = format!("rl:{model_s}");
     let summary = stdout_json(&[
