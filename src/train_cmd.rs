@@ -272,14 +272,14 @@ fn write_card(
     )?;
     writeln!(
         s,
-        "| policy | avg JCT (s) | p99 JCT (s) | GPU allocation | fragmentation |"
+        "| policy | avg JCT (s) | p99 JCT (s) | GPU allocation | fragmentation | unfinished jobs |"
     )?;
-    writeln!(s, "|---|---|---|---|---|")?;
+    writeln!(s, "|---|---|---|---|---|---|")?;
     for r in &manifest.validation {
         writeln!(
             s,
-            "| `{}` | {:.0} | {:.0} | {:.3} | {:.4} |",
-            r.policy, r.avg_jct_s, r.p99_jct_s, r.gpu_alloc, r.frag
+            "| `{}` | {:.0} | {:.0} | {:.3} | {:.4} | {} |",
+            r.policy, r.avg_jct_s, r.p99_jct_s, r.gpu_alloc, r.frag, r.unfinished
         )?;
     }
     if !sections.is_empty() {

@@ -111,6 +111,7 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
         "behaviour cloning from `sjf/best-fit`",
         "lachesis compare --trace traces/itp/cluster10.csv",
         "| avg JCT (s) ↓ |",
+        "| unfinished jobs |",
         "`tiresias/best-fit/las-preempt`",
     ] {
         assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
