@@ -174,7 +174,10 @@ impl DecisionPoint {
                     .copy_from_slice(&featurizer.candidate_row(&c.stats));
             }
             if self.must_act && !self.candidates.is_empty() {
-                obs.mask[super::features::WAIT_ACTION] = false;
+                // Masked: zero padding like any other masked row.
+                let w = super::features::WAIT_ACTION;
+                obs.mask[w] = false;
+                obs.candidates[w * CANDIDATE_WIDTH..(w + 1) * CANDIDATE_WIDTH].fill(0.0);
             }
         }
         obs

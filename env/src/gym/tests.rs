@@ -79,6 +79,21 @@ fn check_env_passes_on_every_configuration() {
                     &[1, 2],
                 )
                 .unwrap_or_else(|e| panic!("{} {objective:?} {max_steps}: {e}", trace.name));
+                // The options that change the action set: LAS preemption candidates (with
+                // the tick they need) and the work-conserving mask.
+                for (las, conserving) in [(true, false), (false, true), (true, true)] {
+                    let mut o = c.clone();
+                    o.las_preemption = las;
+                    o.work_conserving = conserving;
+                    o.sim.tick_s = if las { 600.0 } else { 0.0 };
+                    check_env(|| SchedEnv::new(trace, Arc::clone(&spec), o.clone()), &[1])
+                        .unwrap_or_else(|e| {
+                            panic!(
+                                "{} {objective:?} las {las} wc {conserving}: {e}",
+                                trace.name
+                            )
+                        });
+                }
                 assert_eq!(report.episodes, 2);
                 if max_steps > 0 {
                     assert!(report.steps <= 2 * max_steps);
@@ -553,4 +568,27 @@ fn las_preemption_candidates_let_the_env_follow_tiresias() {
     c.las_preemption = false;
     let (without, _, _) = imitate_episode(&trace, &spec, teacher, c);
     assert_eq!(without.preemptions, 0);
+}
+
+#[test]
+fn a_work_conserving_env_never_lets_the_cluster_idle() {
+    // Always choosing "wait" where it is legal: without the option the episode stalls; with
+    // it, wait is masked whenever nothing would run, so every job still finishes.
+    let spec = cluster();
+    let trace = synthetic();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.work_conserving = true;
+    let mut env = SchedEnv::new(&trace, spec, c).unwrap();
+    let mut masked = 0;
+    let (_, last) = play(&mut env, 2, |obs, _| {
+        if obs.mask[WAIT_ACTION] {
+            WAIT_ACTION
+        } else {
+            masked += 1;
+            obs.legal_actions().next().unwrap()
+        }
+    });
+    assert!(last.terminated, "{:?}", last.info);
+    assert_eq!(last.info.finished, last.info.jobs);
+    assert!(masked > 0);
 }
