@@ -42,7 +42,9 @@ pub struct Args {
     /// Warm-up from the first submit, run but left out of the metrics (e.g. 6h).
     #[arg(long)]
     pub warmup: Option<String>,
-    /// Ask the policy again on this period as well as after events (e.g. 5m).
+    /// Ask the policy again on this period as well as after events (e.g. 5m). Default: the
+    /// config's `tick_s`, else 10m for `las-preempt`, a learned policy's training tick for
+    /// `rl:PATH`, else none.
     #[arg(long)]
     pub tick: Option<String>,
     /// Policy knobs (TOML, e.g. `[tiresias] thresholds_gpu_s = [3250.0, 7200.0]`).
@@ -103,6 +105,10 @@ fn sim_config(args: &Args) -> Result<SimConfig> {
     }
     if let Some(t) = &args.tick {
         cfg.tick_s = secs("tick", t)?;
+    } else if cfg.tick_s == 0.0 {
+        // What the policy needs to work as designed: 10 min for las-preempt, a learned
+        // policy's training tick.
+        cfg.tick_s = crate::policies::wants_tick_s(&args.policy);
     }
     cfg.skip_unplaceable |= args.skip_unplaceable;
     Ok(cfg)
