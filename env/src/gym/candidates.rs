@@ -34,7 +34,6 @@ use crate::policy::{
 };
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 
 /// A heuristic that proposes placements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,7 +89,8 @@ impl Proposers {
 /// the fragmentation features: no knowledge of jobs yet to arrive.
 #[derive(Debug, Clone, Default)]
 struct OnlineMix {
-    seen: HashSet<JobId>,
+    /// By job id: already counted.
+    seen: Vec<bool>,
     counts: MixCounts,
     mix: Option<TaskMix>,
 }
@@ -98,7 +98,12 @@ struct OnlineMix {
 impl OnlineMix {
     fn observe(&mut self, ctx: &DecisionContext<'_>) {
         for p in ctx.pending() {
-            if self.seen.insert(p.spec.id) && p.spec.task.gpus > 0 {
+            let i = p.spec.id.index();
+            if i >= self.seen.len() {
+                self.seen.resize(i + 1, false);
+            }
+            let new = !std::mem::replace(&mut self.seen[i], true);
+            if new && p.spec.task.gpus > 0 {
                 self.counts.add(&p.spec.task, p.spec.tasks);
                 self.mix = None;
             }
@@ -294,6 +299,10 @@ pub struct Enumerator {
     proposers: Proposers,
     las: Option<LasPreempt>,
     work_conserving: bool,
+    /// By job id: the predicted total run time, valid while the predictor has learned from
+    /// `predicted_at` samples (it changes only when a job finishes).
+    predicted: Vec<Option<SimTime>>,
+    predicted_at: u64,
     mix: OnlineMix,
     durations: DurationPredictor,
     featurizer: Featurizer,
@@ -307,6 +316,8 @@ impl Enumerator {
             proposers: Proposers::new(proposers),
             las: None,
             work_conserving: false,
+            predicted: Vec::new(),
+            predicted_at: 0,
             mix: OnlineMix::default(),
             durations: DurationPredictor::new(),
             featurizer,
@@ -334,6 +345,23 @@ impl Enumerator {
     pub fn observe(&mut self, ctx: &DecisionContext<'_>) {
         self.mix.observe(ctx);
         self.durations.observe(ctx);
+        if self.durations.samples() != self.predicted_at {
+            self.predicted_at = self.durations.samples();
+            self.predicted.iter_mut().for_each(|p| *p = None);
+        }
+        for p in ctx.pending() {
+            let i = p.spec.id.index();
+            if i >= self.predicted.len() {
+                self.predicted.resize(i + 1, None);
+            }
+            if self.predicted[i].is_none() {
+                self.predicted[i] = Some(
+                    p.spec
+                        .estimate
+                        .unwrap_or_else(|| self.durations.predict(p.spec)),
+                );
+            }
+        }
         for p in &mut self.proposers.placers {
             p.observe(ctx);
         }
@@ -369,6 +397,7 @@ impl Enumerator {
             las: self.las.as_ref(),
             mix: self.mix.mix(),
             durations: &self.durations,
+            predicted: &self.predicted,
             featurizer: &self.featurizer,
             limit: self.limit,
             placed_now,
@@ -419,6 +448,8 @@ struct Parts<'e> {
     las: Option<&'e LasPreempt>,
     mix: &'e TaskMix,
     durations: &'e DurationPredictor,
+    /// By job id: cached predicted totals (see `Enumerator::predicted`).
+    predicted: &'e [Option<SimTime>],
     featurizer: &'e Featurizer,
     limit: usize,
     placed_now: u32,
@@ -436,6 +467,7 @@ fn candidates_in(
         las,
         mix,
         durations,
+        predicted,
         featurizer,
         limit,
         placed_now,
@@ -460,7 +492,13 @@ fn candidates_in(
         predictor_samples: durations.samples(),
         ..global_stats(ctx, planner, taken, &pending, mix)
     });
-    let shortlist = shortlist(ctx, &pending, durations, featurizer.jobs_considered);
+    let shortlist = shortlist(
+        ctx,
+        &pending,
+        durations,
+        predicted,
+        featurizer.jobs_considered,
+    );
     let mut candidates: Vec<Candidate> = Vec::new();
     // A proposer's answer depends only on the cluster and the job's shape, and every answer is
     // undone before the next: jobs of one shape share it within this decision point.
@@ -586,12 +624,17 @@ fn shortlist<'a>(
     ctx: &DecisionContext<'a>,
     pending: &[PendingJob<'a>],
     durations: &DurationPredictor,
+    predicted: &[Option<SimTime>],
     k: usize,
 ) -> Vec<Listed<'a>> {
     let remaining: Vec<SimTime> = pending
         .iter()
         .map(|p| {
-            let total = p.spec.estimate.unwrap_or_else(|| durations.predict(p.spec));
+            let total = predicted
+                .get(p.spec.id.index())
+                .copied()
+                .flatten()
+                .unwrap_or_else(|| p.spec.estimate.unwrap_or_else(|| durations.predict(p.spec)));
             total.saturating_sub(SimTime(ctx.attained_ms(p.spec.id)))
         })
         .collect();
