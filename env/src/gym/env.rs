@@ -140,7 +140,8 @@ pub struct Step {
 /// preemption candidate) and the candidates are enumerated again at the same
 /// instant, so a decision is built job by job and "wait" closes it. Decision points where no
 /// candidate exists are skipped (their time still earns reward). Same seed and same actions,
-/// same observations and rewards. A masked action is an error and changes nothing.
+/// same observations and rewards. A masked action is an error and changes nothing. Wait is
+/// always legal unless `work_conserving` is on, nothing would be running and a candidate exists.
 pub struct SchedEnv<'t> {
     trace: &'t Trace,
     spec: Arc<ClusterSpec>,
