@@ -54,14 +54,14 @@ pub fn greedy(logits: &[f32], mask: &[bool]) -> usize {
 }
 
 impl LearnedPolicy {
-    /// A policy around `model` (inference: autodiff is dropped) acting in environments built
-    /// like `manifest.env`.
-    pub fn new(name: impl Into<String>, model: &Scorer, manifest: &Manifest) -> Self {
+    /// A policy around `model` (inference: autodiff is dropped) acting as in environments
+    /// built like `env` (its shortlist, proposers and preemption options).
+    pub fn new(name: impl Into<String>, model: &Scorer, env: &EnvConfig) -> Self {
         LearnedPolicy {
             name: name.into(),
             model: model.valid(),
             device: Device::flex(),
-            env: manifest.env.clone(),
+            env: env.clone(),
             enumerator: None,
             start: None,
         }
@@ -71,7 +71,7 @@ impl LearnedPolicy {
     pub fn load(dir: &Path, name: impl Into<String>) -> Result<Self, ModelError> {
         let manifest = Manifest::read(dir)?;
         let model = load_scorer(dir, &manifest)?;
-        Ok(Self::new(name, &model, &manifest))
+        Ok(Self::new(name, &model, &manifest.env))
     }
 
     /// The action the model takes on `obs` (greedy over legal actions; wait if the model's

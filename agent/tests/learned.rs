@@ -60,7 +60,7 @@ fn simulate(trace: &Trace, policy: &mut dyn Policy) -> Summary {
 fn the_policy_acts_in_the_simulator_as_greedy_play_in_the_environment() {
     let trace = synthetic_trace(60, &cluster(), 1.0, 11);
     let m = model(3);
-    let policy = LearnedPolicy::new("learned", &m, &manifest());
+    let policy = LearnedPolicy::new("learned", &m, &env_cfg());
     // Greedy play in the training environment.
     let mut env = SchedEnv::new(&trace, cluster(), env_cfg()).unwrap();
     let (mut obs, _) = env.reset(5).unwrap();
@@ -76,7 +76,7 @@ fn the_policy_acts_in_the_simulator_as_greedy_play_in_the_environment() {
     }
     let in_env = env.finish("env").unwrap().summary;
     // The same weights as a Policy in the simulator.
-    let mut p = LearnedPolicy::new("learned", &m, &manifest());
+    let mut p = LearnedPolicy::new("learned", &m, &env_cfg());
     let in_sim = simulate(&trace, &mut p);
     assert!(in_env.finished > 0);
     assert_eq!(in_env.finished, in_sim.finished);
@@ -95,7 +95,7 @@ fn a_model_directory_round_trips_to_identical_decisions() {
     m.clone().save_file(dir.join(WEIGHTS_FILE)).unwrap();
     manifest().write(&dir).unwrap();
     let trace = synthetic_trace(50, &cluster(), 0.9, 2);
-    let mut original = LearnedPolicy::new("a", &m, &manifest());
+    let mut original = LearnedPolicy::new("a", &m, &env_cfg());
     let mut loaded = LearnedPolicy::load(&dir, "b").unwrap();
     let a = simulate(&trace, &mut original);
     let b = simulate(&trace, &mut loaded);

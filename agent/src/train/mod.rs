@@ -59,6 +59,8 @@ pub enum TrainError {
     Io { path: PathBuf, message: String },
     #[error("environment: {0}")]
     Env(String),
+    #[error("tensorboard: {0}")]
+    Tensorboard(#[from] crate::tensorboard::TbError),
     #[error("{0}")]
     Other(String),
 }
@@ -185,13 +187,9 @@ pub fn train(
     } else {
         cfg.threads
     };
-    let mut tb = SummaryWriter::create(&out.join("tb")).map_err(|e| TrainError::Io {
-        path: out.join("tb"),
-        message: e.to_string(),
-    })?;
-    let tb_err = |e: crate::tensorboard::TbError| TrainError::Other(format!("tensorboard: {e}"));
-    tb.add_text("hyperparameters", &hyperparameter_table(cfg), 0)
-        .map_err(tb_err)?;
+    // TbError names the file itself.
+    let mut tb = SummaryWriter::create(&out.join("tb"))?;
+    tb.add_text("hyperparameters", &hyperparameter_table(cfg), 0)?;
 
     let units: Vec<EvalUnit> = prepared
         .iter()
@@ -224,7 +222,7 @@ pub fn train(
         run.behaviour_clone(progress, &mut tb)?;
     }
     run.train(progress, &mut tb, &units, &baselines)?;
-    tb.flush().map_err(tb_err)?;
+    tb.flush()?;
 
     let best = run.best_model();
     best.clone()
@@ -248,16 +246,23 @@ pub fn train(
             best_iteration: run.best_iteration(),
         },
     );
-    let learned = evaluate(
-        &units,
-        &|| Ok(Box::new(crate::LearnedPolicy::new("learned", &best, &manifest)) as _),
-        cfg.eval.tick_s,
-        threads,
-    )
-    .map_err(TrainError::Other)?;
-    let mut rows = vec![("learned".to_string(), learned)];
-    rows.extend(baselines);
-    manifest.validation = validation_table(&rows);
+    let learned = match run.best_row() {
+        Some(row) => row,
+        // A checkpoint from before rows were kept: evaluate the kept model once.
+        None => {
+            let results = evaluate(
+                &units,
+                &|| Ok(Box::new(crate::LearnedPolicy::new("learned", &best, &cfg.env)) as _),
+                cfg.eval.tick_s,
+                threads,
+            )
+            .map_err(TrainError::Other)?;
+            validation_table(&[("learned".to_string(), results)]).remove(0)
+        }
+    };
+    manifest.validation = std::iter::once(learned)
+        .chain(validation_table(&baselines))
+        .collect();
     manifest.write(out)?;
     run.write_curve(&out.join("curve.csv"))?;
     Ok(manifest)

@@ -5,7 +5,6 @@
 use super::eval::{EvalUnit, UnitResult, evaluate, relative_jct};
 use super::{Prepared, Progress, TrainConfig, TrainError, fresh_model, io};
 use crate::gae::gae;
-use crate::manifest::Manifest;
 use crate::masked::MaskedCategorical;
 use crate::model::{ObsBatch, Scorer};
 use crate::policy::LearnedPolicy;
@@ -81,6 +80,9 @@ struct State {
     wall_s: f64,
     best_score: Option<f64>,
     best_iteration: u64,
+    /// The kept checkpoint's validation row (for the manifest, without evaluating it again).
+    #[serde(default)]
+    best_row: Option<crate::manifest::ValidationRow>,
     reward_scale: RewardScale,
     curve: Vec<CurvePoint>,
     /// The config the checkpoint was trained with: resuming with another one is refused.
@@ -193,8 +195,22 @@ impl<'p> Run<'p> {
     pub(crate) fn prior_wall_s(&self) -> f64 {
         self.state.wall_s
     }
+    /// The kept checkpoint's validation row, if this run (or the one it resumes) evaluated it.
+    pub(crate) fn best_row(&self) -> Option<crate::manifest::ValidationRow> {
+        self.state.best_row.clone()
+    }
     pub(crate) fn best_model(&self) -> Scorer {
         self.best.valid()
+    }
+
+    /// The reward environment `env` earned, as the learner sees it (normalised if configured).
+    fn reward(&mut self, env: usize, reward: f32, done: bool) -> f32 {
+        let p = &self.cfg.ppo;
+        if p.norm_reward {
+            self.state.reward_scale.scale(env, reward, p.gamma, done)
+        } else {
+            reward
+        }
     }
 
     fn wall_s(&self) -> f64 {
@@ -271,13 +287,7 @@ impl<'p> Run<'p> {
                     samples.push(std::mem::replace(&mut obs[g], step.obs[i].clone()));
                     actions.push(acts[g]);
                     let done = step.terminated[i] || step.truncated[i];
-                    let r = if cfg.ppo.norm_reward {
-                        self.state
-                            .reward_scale
-                            .scale(g, step.rewards[i], cfg.ppo.gamma, done)
-                    } else {
-                        step.rewards[i]
-                    };
+                    let r = self.reward(g, step.rewards[i], done);
                     per_env[g].push((samples.len() - 1, r, step.terminated[i], step.truncated[i]));
                     if done {
                         teachers[g] = build()?;
@@ -350,23 +360,19 @@ impl<'p> Run<'p> {
                     message: format!("epoch {}/{}", epoch + 1, cfg.bc.epochs),
                 });
             }
-            let tb_err = |e| TrainError::Other(format!("tensorboard: {e}"));
-            tb.add_scalar("bc/loss", loss_sum / seen.max(1) as f64, epoch as u64)
-                .map_err(tb_err)?;
+            tb.add_scalar("bc/loss", loss_sum / seen.max(1) as f64, epoch as u64)?;
             tb.add_scalar(
                 "bc/accuracy",
                 correct as f64 / seen.max(1) as f64,
                 epoch as u64,
-            )
-            .map_err(tb_err)?;
+            )?;
         }
         let samples_total = (steps_per_env * total_envs) as u64;
         tb.add_scalar(
             "bc/teacher_exact_fraction",
             exact as f64 / samples_total.max(1) as f64,
             0,
-        )
-        .map_err(|e| TrainError::Other(format!("tensorboard: {e}")))?;
+        )?;
         // A fresh optimizer for PPO (BC's moments would carry its larger steps over).
         self.optim = AdamConfig::new().with_epsilon(cfg.ppo.adam_eps).init();
         Ok(())
@@ -389,7 +395,6 @@ impl<'p> Run<'p> {
         } else {
             p.total_steps.div_ceil(per_iteration)
         };
-        let tb_err = |e| TrainError::Other(format!("tensorboard: {e}"));
         if self.state.curve.is_empty() {
             self.evaluate_now(units, baselines, tb)?;
         }
@@ -456,13 +461,7 @@ impl<'p> Run<'p> {
                         let done = step.terminated[i] || step.truncated[i];
                         episode_return[g] += f64::from(step.rewards[i]);
                         episode_len[g] += 1;
-                        let r = if p.norm_reward {
-                            self.state
-                                .reward_scale
-                                .scale(g, step.rewards[i], p.gamma, done)
-                        } else {
-                            step.rewards[i]
-                        };
+                        let r = self.reward(g, step.rewards[i], done);
                         b_rew[g].push(r);
                         b_term[g].push(step.terminated[i]);
                         b_trunc[g].push(step.truncated[i]);
@@ -474,10 +473,12 @@ impl<'p> Run<'p> {
                         }
                         if done {
                             let step_no = self.state.env_steps + (t * n_envs + g) as u64;
-                            tb.add_scalar("charts/episodic_return", episode_return[g], step_no)
-                                .map_err(tb_err)?;
-                            tb.add_scalar("charts/episodic_length", episode_len[g] as f64, step_no)
-                                .map_err(tb_err)?;
+                            tb.add_scalar("charts/episodic_return", episode_return[g], step_no)?;
+                            tb.add_scalar(
+                                "charts/episodic_length",
+                                episode_len[g] as f64,
+                                step_no,
+                            )?;
                             episode_return[g] = 0.0;
                             episode_len[g] = 0;
                         }
@@ -586,7 +587,7 @@ impl<'p> Run<'p> {
                 ("losses/clipfrac", stats.mean(4)),
                 ("losses/explained_variance", explained),
             ] {
-                tb.add_scalar(tag, v, step_no).map_err(tb_err)?;
+                tb.add_scalar(tag, v, step_no)?;
             }
             progress(Progress {
                 phase: "ppo",
@@ -614,15 +615,10 @@ impl<'p> Run<'p> {
         baselines: &[(String, Vec<UnitResult>)],
         tb: &mut SummaryWriter,
     ) -> Result<(), TrainError> {
-        let manifest = Manifest::new(
-            self.cfg.model.hidden,
-            self.cfg.env.clone(),
-            Default::default(),
-        );
         let model = self.model.valid();
         let results = evaluate(
             units,
-            &|| Ok(Box::new(LearnedPolicy::new("learned", &model, &manifest)) as _),
+            &|| Ok(Box::new(LearnedPolicy::new("learned", &model, &self.cfg.env)) as _),
             self.cfg.eval.tick_s,
             self.threads,
         )
@@ -633,7 +629,6 @@ impl<'p> Run<'p> {
             .first()
             .map_or(row.avg_jct_s, |(_, b)| relative_jct(&results, b));
         let step = self.state.env_steps;
-        let tb_err = |e| TrainError::Other(format!("tensorboard: {e}"));
         for (tag, v) in [
             ("sched/avg_jct_s", row.avg_jct_s),
             ("sched/p99_jct_s", row.p99_jct_s),
@@ -641,7 +636,7 @@ impl<'p> Run<'p> {
             ("sched/frag", row.frag),
             ("sched/relative_jct", score),
         ] {
-            tb.add_scalar(tag, v, step).map_err(tb_err)?;
+            tb.add_scalar(tag, v, step)?;
         }
         if self.state.curve.is_empty() {
             let table = super::validation_table(baselines);
@@ -653,8 +648,7 @@ impl<'p> Run<'p> {
                     r.policy, r.avg_jct_s, r.p99_jct_s, r.gpu_alloc, r.frag
                 ));
             }
-            tb.add_text("validation/baselines", &text, 0)
-                .map_err(tb_err)?;
+            tb.add_text("validation/baselines", &text, 0)?;
         }
         self.state.curve.push(CurvePoint {
             iteration: self.state.iteration,
@@ -672,6 +666,7 @@ impl<'p> Run<'p> {
         if self.state.best_score.is_none_or(|b| score < b) {
             self.state.best_score = Some(score);
             self.state.best_iteration = self.state.iteration;
+            self.state.best_row = Some(row.clone());
             self.best = self.model.clone();
         }
         Ok(())

@@ -225,15 +225,20 @@ fn same_shape(a: &JobSpec, b: &JobSpec) -> bool {
     a.task == b.task && a.tasks == b.tasks && a.gpu_types == b.gpu_types
 }
 
-/// What `placer` proposes for `job` on the planner's cluster (measured, then undone).
+/// What `placer` proposes for `job` on the planner's cluster as it is now, measured against
+/// the cluster at `mark` (earlier when victims were freed since), then undone back to `mark`
+/// whether or not the job fits.
 fn propose(
     planner: &mut Planner<'_>,
+    mark: PlanMark,
     placer: &mut dyn Placer,
     mix: &TaskMix,
     job: &JobSpec,
 ) -> Option<Proposal> {
-    let mark = planner.mark();
-    let tasks = placer.place(planner, job)?;
+    let Some(tasks) = placer.place(planner, job) else {
+        planner.undo_to(mark);
+        return None;
+    };
     let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
     nodes.sort_unstable();
     nodes.dedup();
@@ -244,6 +249,41 @@ fn propose(
         frag_delta,
         free,
     })
+}
+
+/// The candidate of placing shortlisted `listed` as `proposal` says, found by the proposer
+/// with flag `flag`, after preempting `preemptions`.
+fn candidate(
+    ctx: &DecisionContext<'_>,
+    listed: &Listed<'_>,
+    proposal: Proposal,
+    flag: u8,
+    min_nodes: u64,
+    preemptions: Vec<JobId>,
+) -> Candidate {
+    let Proposal {
+        tasks,
+        nodes,
+        frag_delta,
+        free: (gpu_mean, gpu_min, cpu_mean),
+    } = proposal;
+    Candidate {
+        placement: Placement {
+            job: listed.p.spec.id,
+            tasks,
+        },
+        stats: CandidateStats {
+            gpu_free_after_mean: gpu_mean,
+            gpu_free_after_min: gpu_min,
+            cpu_free_after_mean: cpu_mean,
+            frag_delta_milli: frag_delta,
+            proposed_by: flag,
+            victims: preemptions.len(),
+            victim_gpus: preemptions.iter().map(|v| ctx.job(*v).gpus_total()).sum(),
+            ..job_stats(listed, nodes.len(), min_nodes)
+        },
+        preemptions,
+    }
 }
 
 /// Free fractions of `nodes` in `state`: (mean GPU, least GPU, mean CPU).
@@ -505,6 +545,7 @@ fn candidates_in(
     let mut answers: Vec<(&JobSpec, usize, Option<Proposal>)> = Vec::new();
     'jobs: for listed in &shortlist {
         let p = listed.p;
+        let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
         let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
         for (k, (kind, placer)) in proposers
             .kinds
@@ -519,41 +560,28 @@ fn candidates_in(
             let answer = match known {
                 Some(a) => a,
                 None => {
-                    let a = propose(planner, placer.as_mut(), mix, p.spec);
+                    let mark = planner.mark();
+                    let a = propose(planner, mark, placer.as_mut(), mix, p.spec);
                     answers.push((p.spec, k, a.clone()));
                     a
                 }
             };
-            let Some(Proposal {
-                tasks,
-                nodes,
-                frag_delta,
-                free: (gpu_mean, gpu_min, cpu_mean),
-            }) = answer
-            else {
+            let Some(proposal) = answer else {
                 continue;
             };
-            if let Some((_, i)) = seen.iter().find(|(n, _)| *n == nodes) {
+            if let Some((_, i)) = seen.iter().find(|(n, _)| *n == proposal.nodes) {
                 candidates[*i].stats.proposed_by |= kind.flag();
                 continue;
             }
-            let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
-            seen.push((nodes.clone(), candidates.len()));
-            candidates.push(Candidate {
-                preemptions: Vec::new(),
-                placement: Placement {
-                    job: p.spec.id,
-                    tasks,
-                },
-                stats: CandidateStats {
-                    gpu_free_after_mean: gpu_mean,
-                    gpu_free_after_min: gpu_min,
-                    cpu_free_after_mean: cpu_mean,
-                    frag_delta_milli: frag_delta,
-                    proposed_by: kind.flag(),
-                    ..job_stats(listed, nodes.len(), min_nodes)
-                },
-            });
+            seen.push((proposal.nodes.clone(), candidates.len()));
+            candidates.push(candidate(
+                ctx,
+                listed,
+                proposal,
+                kind.flag(),
+                min_nodes,
+                Vec::new(),
+            ));
             if candidates.len() >= limit {
                 break 'jobs;
             }
@@ -578,34 +606,17 @@ fn candidates_in(
         for v in &victims {
             planner.free_running(*v);
         }
-        let Some(tasks) = placer.place(planner, p.spec) else {
-            planner.undo_to(mark);
+        let Some(proposal) = propose(planner, mark, placer.as_mut(), mix, p.spec) else {
             continue;
         };
-        let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        let (frag_delta, (gpu_mean, gpu_min, cpu_mean)) =
-            measure_and_undo(planner, mark, mix, &nodes);
-        let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
-        let victim_gpus = victims.iter().map(|v| ctx.job(*v).gpus_total()).sum();
-        candidates.push(Candidate {
-            placement: Placement {
-                job: p.spec.id,
-                tasks,
-            },
-            stats: CandidateStats {
-                gpu_free_after_mean: gpu_mean,
-                gpu_free_after_min: gpu_min,
-                cpu_free_after_mean: cpu_mean,
-                frag_delta_milli: frag_delta,
-                proposed_by: kind.flag(),
-                victims: victims.len(),
-                victim_gpus,
-                ..job_stats(listed, nodes.len(), min_nodes)
-            },
-            preemptions: victims,
-        });
+        candidates.push(candidate(
+            ctx,
+            listed,
+            proposal,
+            kind.flag(),
+            min_nodes,
+            victims,
+        ));
         if candidates.len() >= limit {
             break;
         }
