@@ -70,28 +70,28 @@ pub fn run(args: &Args) -> Result<()> {
     let cfg = TrainConfig::parse(&text, &args.set)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("{}: invalid training config", args.config.display()))?;
-    let mut datasets = Vec::new();
-    for d in &cfg.data {
-        let path = Path::new(&d.trace);
-        let mut trace = load_trace(path, d.format.as_deref())?;
-        trace.name = d.trace.clone();
-        let cluster = Arc::new(
-            resolve_cluster(&d.cluster, &trace)
-                .with_context(|| format!("{}: cluster `{}`", d.trace, d.cluster))?,
-        );
-        datasets.push(Dataset {
-            name: d.trace.clone(),
-            trace,
-            cluster,
-        });
-    }
-    let options = RunOptions {
-        resume: args.resume,
-        git_revision: git_revision(),
-    };
     let manifest = if args.card_only {
         Manifest::read(&args.out)?
     } else {
+        let mut datasets = Vec::new();
+        for d in &cfg.data {
+            let path = Path::new(&d.trace);
+            let mut trace = load_trace(path, d.format.as_deref())?;
+            trace.name = d.trace.clone();
+            let cluster = Arc::new(
+                resolve_cluster(&d.cluster, &trace)
+                    .with_context(|| format!("{}: cluster `{}`", d.trace, d.cluster))?,
+            );
+            datasets.push(Dataset {
+                name: d.trace.clone(),
+                trace,
+                cluster,
+            });
+        }
+        let options = RunOptions {
+            resume: args.resume,
+            git_revision: git_revision(),
+        };
         let mut bar = Bar::new(args.quiet);
         let manifest = train(&cfg, &datasets, &args.out, &options, &mut |p| {
             bar.update(&p)

@@ -64,13 +64,27 @@ impl LasPreempt {
         exclude: &[JobId],
     ) -> Option<Vec<JobId>> {
         let q = self.queue(service(ctx, job.id));
-        let mut running: Vec<(u128, JobId)> = planner
-            .state()
-            .running()
-            .filter(|a| a.preemptible && !exclude.contains(&a.job))
-            .map(|a| (service(ctx, a.job), a.job))
-            .collect();
-        running.sort_by(|a, b| b.cmp(a));
+        self.victims_among(
+            ctx,
+            planner,
+            placer,
+            job,
+            q,
+            &running_by_service(ctx, planner, exclude),
+        )
+    }
+
+    /// The shortest prefix of `running` (most served first) of a queue above `q` and no more
+    /// important QoS whose release lets `job` fit; `None` if it fits already or none does.
+    fn victims_among(
+        &self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        placer: &mut dyn Placer,
+        job: &crate::job::JobSpec,
+        q: usize,
+        running: &[(u128, JobId)],
+    ) -> Option<Vec<JobId>> {
         let victims: Vec<JobId> = running
             .iter()
             .filter(|(s, v)| self.queue(*s) > q && ctx.job(*v).qos >= job.qos)
@@ -82,6 +96,23 @@ impl LasPreempt {
         let k = shortest_prefix(planner, placer, job, &victims)?;
         Some(victims[..k].to_vec())
     }
+}
+
+/// Preemptible running jobs not in `exclude`, with their service, most served first (ties:
+/// the later job first).
+fn running_by_service(
+    ctx: &DecisionContext<'_>,
+    planner: &Planner<'_>,
+    exclude: &[JobId],
+) -> Vec<(u128, JobId)> {
+    let mut running: Vec<(u128, JobId)> = planner
+        .state()
+        .running()
+        .filter(|a| a.preemptible && !exclude.contains(&a.job))
+        .map(|a| (service(ctx, a.job), a.job))
+        .collect();
+    running.sort_by(|a, b| b.cmp(a));
+    running
 }
 
 /// A job's attained service so far, current run included, milli-GPU x ms.
@@ -108,14 +139,7 @@ impl Modifier for LasPreempt {
         rest: &[JobId],
         decision: &mut Decision,
     ) {
-        // Running candidates, most served first (ties: the later job first).
-        let mut running: Vec<(u128, JobId)> = planner
-            .state()
-            .running()
-            .filter(|a| a.preemptible && !decision.preemptions.contains(&a.job))
-            .map(|a| (service(ctx, a.job), a.job))
-            .collect();
-        running.sort_by(|a, b| b.cmp(a));
+        let mut running = running_by_service(ctx, planner, &decision.preemptions);
         let Some(top) = running.first().map(|(s, _)| self.queue(*s)) else {
             return;
         };
@@ -130,19 +154,11 @@ impl Modifier for LasPreempt {
                 break;
             }
             let job = ctx.job(id);
-            let victims: Vec<JobId> = running
-                .iter()
-                .filter(|(s, v)| self.queue(*s) > q && ctx.job(*v).qos >= job.qos)
-                .map(|(_, v)| *v)
-                .collect();
-            if victims.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
-                continue;
-            }
-            let Some(k) = shortest_prefix(planner, placer, job, &victims) else {
+            let Some(victims) = self.victims_among(ctx, planner, placer, job, q, &running) else {
                 continue;
             };
-            if preempt_and_place(planner, placer, job, &victims[..k], decision) {
-                running.retain(|(_, v)| !victims[..k].contains(v));
+            if preempt_and_place(planner, placer, job, &victims, decision) {
+                running.retain(|(_, v)| !victims.contains(v));
             }
         }
     }
