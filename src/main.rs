@@ -29,6 +29,7 @@ mod compare;
 mod policies;
 mod progress;
 mod report;
+mod serve_cmd;
 mod simulate;
 mod trace_cmd;
 mod train_cmd;
@@ -60,6 +61,10 @@ enum Command {
     },
     /// List the registered policies and their parts.
     Policies,
+    /// Run the decision service (gRPC, metrics, fallback chain, A/B and shadow routing).
+    Serve(serve_cmd::ServeArgs),
+    /// Send one cluster snapshot (JSON) to a running service and print its decision.
+    Decide(serve_cmd::DecideArgs),
     /// Benchmarks that print ratios and rates (not timed tests).
     Bench {
         #[command(subcommand)]
@@ -78,6 +83,8 @@ fn main() -> ExitCode {
             list_policies();
             Ok(())
         }
+        Command::Serve(args) => serve_cmd::serve(&args),
+        Command::Decide(args) => serve_cmd::decide(&args),
         Command::Bench { command } => bench::run(&command),
     };
     match result {

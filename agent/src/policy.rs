@@ -162,6 +162,16 @@ impl Policy for LearnedPolicy {
                     policy: self.name.clone(),
                     message,
                 })?;
+            if let Some(bad) = obs
+                .legal_actions()
+                .map(|a| logits[a])
+                .find(|l| !l.is_finite())
+            {
+                return Err(PolicyError::InvalidOutput {
+                    policy: self.name.clone(),
+                    message: format!("the model scored a legal candidate {bad}"),
+                });
+            }
             let best = greedy(&logits, &obs.mask);
             if best == WAIT_ACTION {
                 break;

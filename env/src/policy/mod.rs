@@ -52,6 +52,10 @@ pub enum PolicyError {
     UnknownName { name: String, hint: String },
     #[error("policy {policy} failed: {message}")]
     Failed { policy: String, message: String },
+    /// The policy's own output is unusable (e.g. a model produced NaN scores): a fault of the
+    /// policy, which a service answers by falling back.
+    #[error("policy {policy} produced invalid output: {message}")]
+    InvalidOutput { policy: String, message: String },
 }
 
 /// Anything that decides: heuristics, learned policies, remote services.

@@ -1,0 +1,359 @@
+//! `ServeConfig`: everything `lachesis serve` can be told, as `serve.toml` gives it. Unknown
+//! fields are rejected; every field has a documented default, so no file at all is a valid
+//! configuration (serve `models/default`, gRPC on 127.0.0.1:50051, HTTP on 127.0.0.1:9090).
+
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The whole service configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Model directory (written by `lachesis train`); empty: heuristics only.
+    pub model: String,
+    /// The baseline heuristic: the control arm of an A/B split, shadow mode's answer, the first
+    /// step of the fallback chain and the cold-start policy.
+    pub baseline: String,
+    /// Further heuristics to try, in order, when the baseline fails too.
+    pub fallback: Vec<String>,
+    /// How long the model may take for one decision, ms; then the chain answers.
+    pub deadline_ms: f64,
+    /// The model's validation bar: served only if its validation average JCT relative to its
+    /// best baseline (manifest's validation table) is at most this; else cold start.
+    pub max_relative_jct: f64,
+    pub routing: RoutingConfig,
+    pub grpc: GrpcConfig,
+    pub http: HttpConfig,
+    pub auth: AuthConfig,
+    pub decision_log: DecisionLogConfig,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            model: "models/default".into(),
+            baseline: "tiresias/best-fit/las-preempt".into(),
+            fallback: vec!["fifo/first-fit".into()],
+            deadline_ms: 50.0,
+            max_relative_jct: 1.02,
+            routing: RoutingConfig::default(),
+            grpc: GrpcConfig::default(),
+            http: HttpConfig::default(),
+            auth: AuthConfig::default(),
+            decision_log: DecisionLogConfig::default(),
+        }
+    }
+}
+
+/// Who answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoutingMode {
+    /// The model answers (falling back along the chain).
+    #[default]
+    Model,
+    /// The baseline heuristic answers; the model is not consulted.
+    Baseline,
+    /// Pending jobs are split by a stable hash of `key`: `percent` % go to the model, the rest
+    /// to the baseline, on the same snapshot.
+    Ab,
+    /// Both decide; the baseline's answer is returned, the model's is only logged.
+    Shadow,
+}
+
+impl RoutingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoutingMode::Model => "model",
+            RoutingMode::Baseline => "baseline",
+            RoutingMode::Ab => "ab",
+            RoutingMode::Shadow => "shadow",
+        }
+    }
+}
+
+/// What an A/B split hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SplitKey {
+    /// A tenant's jobs all go to one arm (no tenant sees two schedulers).
+    #[default]
+    Tenant,
+    /// Each job independently.
+    Job,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoutingConfig {
+    pub mode: RoutingMode,
+    /// Share of pending jobs (by `key`) the model decides in `ab` mode, 0-100.
+    pub percent: f64,
+    pub key: SplitKey,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> Self {
+        RoutingConfig {
+            mode: RoutingMode::Model,
+            percent: 10.0,
+            key: SplitKey::Tenant,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrpcConfig {
+    /// Listen address (`host:port`; port 0 picks a free one, printed at start).
+    pub addr: String,
+    /// Largest request accepted, bytes (a 5,000-node snapshot is about 1 MiB).
+    pub max_request_bytes: usize,
+    /// Requests decided at once; more wait up to `queue_timeout_ms`, then get
+    /// `RESOURCE_EXHAUSTED`.
+    pub max_concurrency: usize,
+    pub queue_timeout_ms: u64,
+    /// TLS (rustls) with this certificate chain and key (PEM); none: plaintext.
+    pub tls: Option<TlsConfig>,
+}
+
+impl Default for GrpcConfig {
+    fn default() -> Self {
+        GrpcConfig {
+            addr: "127.0.0.1:50051".into(),
+            max_request_bytes: 16 * 1024 * 1024,
+            max_concurrency: 64,
+            queue_timeout_ms: 250,
+            tls: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// `/metrics`, `/healthz`, `/readyz`; empty: no HTTP listener.
+    pub addr: String,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            addr: "127.0.0.1:9090".into(),
+        }
+    }
+}
+
+/// Bearer tokens, read from files (or the environment) so they never sit in the config.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// File holding the token every call must present (`authorization: Bearer ...`) when
+    /// `require_for_all`; env `LACHESIS_TOKEN` overrides it.
+    pub token_file: Option<PathBuf>,
+    /// File holding the admin token (`ReloadModel`); env `LACHESIS_ADMIN_TOKEN` overrides it.
+    /// With none, admin calls are always refused.
+    pub admin_token_file: Option<PathBuf>,
+    /// Require the token on every call, not only admin ones.
+    pub require_for_all: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DecisionLogConfig {
+    /// JSONL file of every request and answer(s); none: no log.
+    pub path: Option<PathBuf>,
+    /// Rotate when the file passes this size, bytes.
+    pub max_bytes: u64,
+    /// Rotated files kept (`decisions.jsonl.1` ...); the log never takes more than
+    /// `(keep + 1) * max_bytes`.
+    pub keep: usize,
+    /// Records queued for the writer; when full, records are dropped (and counted), never
+    /// the decision delayed.
+    pub queue: usize,
+}
+
+impl Default for DecisionLogConfig {
+    fn default() -> Self {
+        DecisionLogConfig {
+            path: None,
+            max_bytes: 64 * 1024 * 1024,
+            keep: 4,
+            queue: 4096,
+        }
+    }
+}
+
+/// A token, kept out of logs and debug output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(token: impl Into<String>) -> Self {
+        Secret(token.into())
+    }
+    /// Constant-time comparison with a presented token.
+    pub fn matches(&self, presented: &str) -> bool {
+        let (a, b) = (self.0.as_bytes(), presented.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+}
+
+impl ServeConfig {
+    /// Reads `path`; relative paths inside it are taken from the file's directory.
+    pub fn read(path: &Path) -> Result<ServeConfig, ConfigError> {
+        let file_err = |message: String| ConfigError::File {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
+        let mut cfg: ServeConfig = toml::from_str(&text).map_err(|e| file_err(e.to_string()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if !cfg.model.is_empty() && Path::new(&cfg.model).is_relative() {
+            cfg.model = base.join(&cfg.model).to_string_lossy().into_owned();
+        }
+        if let Some(tls) = cfg.grpc.tls.as_mut() {
+            rebase(&mut tls.cert);
+            rebase(&mut tls.key);
+        }
+        for p in [
+            cfg.auth.token_file.as_mut(),
+            cfg.auth.admin_token_file.as_mut(),
+            cfg.decision_log.path.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            rebase(p);
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks values serde cannot: ranges, policy names.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field, message: String| Err(ConfigError::Invalid { field, message });
+        if !(self.deadline_ms.is_finite() && self.deadline_ms >= 0.0) {
+            return invalid(
+                "deadline_ms",
+                format!("{} is not a duration", self.deadline_ms),
+            );
+        }
+        if !(self.max_relative_jct.is_finite() && self.max_relative_jct > 0.0) {
+            return invalid(
+                "max_relative_jct",
+                format!("{} is not a positive ratio", self.max_relative_jct),
+            );
+        }
+        if !(0.0..=100.0).contains(&self.routing.percent) {
+            return invalid(
+                "routing.percent",
+                format!("{} is not in 0-100", self.routing.percent),
+            );
+        }
+        for (field, name) in std::iter::once(("baseline", &self.baseline))
+            .chain(self.fallback.iter().map(|f| ("fallback", f)))
+        {
+            if let Err(e) = lachesis_env::policy::build_policy(name, 0) {
+                return invalid(field, e.to_string());
+            }
+        }
+        if self.grpc.max_concurrency == 0 {
+            return invalid("grpc.max_concurrency", "must be at least 1".into());
+        }
+        if self.grpc.max_request_bytes < 1024 {
+            return invalid(
+                "grpc.max_request_bytes",
+                format!(
+                    "{} bytes is too small for any snapshot",
+                    self.grpc.max_request_bytes
+                ),
+            );
+        }
+        if self.decision_log.max_bytes < 4096 || self.decision_log.queue == 0 {
+            return invalid(
+                "decision_log",
+                "max_bytes must be at least 4096 and queue at least 1".into(),
+            );
+        }
+        if self.routing.mode != RoutingMode::Baseline && self.model.is_empty() {
+            // Allowed (cold start), but worth knowing: the chain will answer.
+            tracing::warn!(
+                mode = self.routing.mode.as_str(),
+                "no model configured: the baseline answers every request"
+            );
+        }
+        Ok(())
+    }
+
+    /// The tokens, read now (a missing file is an error naming it).
+    pub fn tokens(&self) -> Result<(Option<Secret>, Option<Secret>), ConfigError> {
+        let read = |env: &str, file: &Option<PathBuf>| -> Result<Option<Secret>, ConfigError> {
+            if let Ok(t) = std::env::var(env)
+                && !t.trim().is_empty()
+            {
+                return Ok(Some(Secret::new(t.trim())));
+            }
+            match file {
+                None => Ok(None),
+                Some(p) => {
+                    let t = std::fs::read_to_string(p).map_err(|e| ConfigError::File {
+                        path: p.clone(),
+                        message: e.to_string(),
+                    })?;
+                    let t = t.trim();
+                    if t.is_empty() {
+                        return Err(ConfigError::File {
+                            path: p.clone(),
+                            message: "the token file is empty".into(),
+                        });
+                    }
+                    Ok(Some(Secret::new(t)))
+                }
+            }
+        };
+        let all = read("LACHESIS_TOKEN", &self.auth.token_file)?;
+        let admin = read("LACHESIS_ADMIN_TOKEN", &self.auth.admin_token_file)?;
+        if self.auth.require_for_all && all.is_none() {
+            return Err(ConfigError::Invalid {
+                field: "auth.require_for_all",
+                message: "set, but no token_file (or LACHESIS_TOKEN) gives the token".into(),
+            });
+        }
+        Ok((all, admin))
+    }
+}

@@ -1,0 +1,701 @@
+//! The decision path, transport-free: validate -> choose the arm -> run the policy off the
+//! async runtime under a deadline -> shield -> fall back along the heuristic chain -> answer
+//! with the decision, who decided, why it fell back and why each job left pending waits.
+//!
+//! gRPC (`server`) and the tests call the same `Engine`; it knows nothing of tonic but its
+//! status codes.
+
+use crate::config::{RoutingMode, ServeConfig, SplitKey};
+use crate::decision_log::{DecisionLog, LogRecord};
+use crate::metrics::Metrics;
+use crate::model::{FallbackReason, Fnv, LoadedModel, ModelState};
+use crate::proto;
+use crate::reasons::pending_reasons;
+use crate::shield;
+use crate::world::{SnapshotError, World};
+use lachesis_env::policy::{Decision, Policy, PolicyError, build_policy};
+use lachesis_env::units::JobId;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tonic::{Code, Status};
+
+/// Builds the model arm's policy instead of the loaded model (tests: a policy that misbehaves
+/// on purpose, to show the shield and the chain at work).
+pub type PolicyFactory = Arc<dyn Fn() -> Box<dyn Policy> + Send + Sync>;
+
+/// A decision that passed the shield, and who made it.
+#[derive(Debug, Clone)]
+struct Answer {
+    decision: Decision,
+    decided_by: String,
+    fallbacks: Vec<proto::Fallback>,
+}
+
+/// What the model arm's blocking task returns.
+enum ModelRun {
+    Invalid(SnapshotError),
+    Done(Box<World>, Result<Decision, (FallbackReason, String)>),
+}
+
+/// The model arm's failure: a reason to fall back, and the world if it survived.
+struct ModelFailure {
+    reason: FallbackReason,
+    detail: String,
+    world: Option<Box<World>>,
+}
+
+/// The service's core: configuration, the model in force, metrics and the decision log.
+pub struct Engine {
+    cfg: ServeConfig,
+    model: RwLock<ModelState>,
+    metrics: Arc<Metrics>,
+    log: Option<DecisionLog>,
+    model_override: Option<PolicyFactory>,
+    requests: AtomicU64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("routing", &self.cfg.routing.mode)
+            .field("model", &self.model_state().status())
+            .finish_non_exhaustive()
+    }
+}
+
+fn fallback(from: &str, reason: FallbackReason, detail: impl Into<String>) -> proto::Fallback {
+    proto::Fallback {
+        from: from.to_string(),
+        reason: reason.as_str().into(),
+        detail: detail.into(),
+    }
+}
+
+fn invalid(e: SnapshotError) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+/// Runs `policy` on `world` and shields its answer.
+fn run_policy(
+    world: &World,
+    policy: &mut dyn Policy,
+) -> Result<Decision, (FallbackReason, String)> {
+    let decision = {
+        let ctx = world.context();
+        policy.decide(&ctx).map_err(|e| match e {
+            PolicyError::InvalidOutput { .. } => (FallbackReason::Nan, e.to_string()),
+            _ => (FallbackReason::Error, e.to_string()),
+        })?
+    };
+    shield::check(world, &decision).map_err(|m| (FallbackReason::Shield, m))?;
+    Ok(decision)
+}
+
+impl Engine {
+    /// An engine with the model `cfg` names loaded now (a failure to load is a state, not an
+    /// error: the chain answers and `ModelInfo` says why).
+    pub fn new(cfg: ServeConfig, metrics: Arc<Metrics>) -> std::io::Result<Engine> {
+        let state = ModelState::load(&cfg.model, cfg.max_relative_jct);
+        metrics.set_model(state.version(), state.status());
+        if let ModelState::Failed { path, detail, .. } = &state {
+            tracing::warn!(path = %path.display(), %detail, "model not loaded: the fallback chain answers");
+        }
+        let log = match &cfg.decision_log.path {
+            Some(_) => Some(DecisionLog::start(&cfg.decision_log, Arc::clone(&metrics))?),
+            None => None,
+        };
+        Ok(Engine {
+            cfg,
+            model: RwLock::new(state),
+            metrics,
+            log,
+            model_override: None,
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// Replaces the model arm's policy (tests).
+    pub fn with_model_policy(mut self, factory: PolicyFactory) -> Self {
+        self.model_override = Some(factory);
+        self
+    }
+
+    pub fn config(&self) -> &ServeConfig {
+        &self.cfg
+    }
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+    pub fn model_state(&self) -> ModelState {
+        self.model
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Loads `path` (empty: the configured model) and swaps it in if it loads; the old model
+    /// keeps serving otherwise. Returns the state in force and a message.
+    pub async fn reload(&self, path: &str) -> (bool, String) {
+        let path = if path.trim().is_empty() {
+            self.cfg.model.clone()
+        } else {
+            path.to_string()
+        };
+        let bar = self.cfg.max_relative_jct;
+        let load_path = path.clone();
+        let loaded = tokio::task::spawn_blocking(move || ModelState::load(&load_path, bar))
+            .await
+            .unwrap_or_else(|e| ModelState::Failed {
+                path: path.clone().into(),
+                reason: FallbackReason::LoadError,
+                detail: format!("loading panicked: {e}"),
+            });
+        match loaded {
+            ModelState::Failed { detail, .. } => {
+                Metrics::count(&self.metrics.model_reloads, "result", "failed");
+                tracing::warn!(%path, %detail, "reload failed: the old model stays in force");
+                (
+                    false,
+                    format!("reload failed, the old model stays in force: {detail}"),
+                )
+            }
+            state => {
+                let msg = format!("{} is in force ({})", path, state.status());
+                self.metrics.set_model(state.version(), state.status());
+                *self
+                    .model
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = state;
+                Metrics::count(&self.metrics.model_reloads, "result", "ok");
+                tracing::info!(%path, "model reloaded");
+                (true, msg)
+            }
+        }
+    }
+
+    /// The heuristics, in the order they answer: the baseline, then the fallbacks.
+    pub fn chain(&self) -> Vec<String> {
+        std::iter::once(self.cfg.baseline.clone())
+            .chain(self.cfg.fallback.iter().cloned())
+            .collect()
+    }
+
+    /// Decides along the heuristic chain (blocking). Never fails: when every heuristic
+    /// fails, the answer is to start nothing, which is always safe.
+    fn run_chain(&self, world: &World, mut fallbacks: Vec<proto::Fallback>) -> Answer {
+        for name in self.chain() {
+            let started = Instant::now();
+            let result = build_policy(&name, 0)
+                .map_err(|e| (FallbackReason::Error, e.to_string()))
+                .and_then(|mut p| run_policy(world, p.as_mut()));
+            Metrics::observe(
+                &self.metrics.policy_duration,
+                "kind",
+                "heuristic",
+                started.elapsed().as_secs_f64(),
+            );
+            match result {
+                Ok(decision) => {
+                    return Answer {
+                        decision,
+                        decided_by: name,
+                        fallbacks,
+                    };
+                }
+                Err((reason, detail)) => {
+                    Metrics::count(&self.metrics.fallbacks, "reason", reason.as_str());
+                    fallbacks.push(fallback(&name, reason, detail));
+                }
+            }
+        }
+        Answer {
+            decision: Decision::default(),
+            decided_by: "none: every policy failed, nothing started".into(),
+            fallbacks,
+        }
+    }
+
+    /// Asks the model arm under the deadline. `world` is built inside the blocking task when
+    /// not given, so validation and the model share the deadline.
+    async fn run_model(
+        self: &Arc<Self>,
+        snapshot: &Arc<proto::Snapshot>,
+        world: Option<World>,
+    ) -> Result<(World, Answer), Result<ModelFailure, SnapshotError>> {
+        let (policy_source, decider): (Result<Arc<LoadedModel>, PolicyFactory>, String) =
+            match &self.model_override {
+                Some(f) => (Err(Arc::clone(f)), "model:override".to_string()),
+                None => match self.model_state().serving() {
+                    Ok(m) => (Ok(Arc::clone(m)), m.decider()),
+                    Err((reason, detail)) => {
+                        return Err(Ok(ModelFailure {
+                            reason,
+                            detail,
+                            world: world.map(Box::new),
+                        }));
+                    }
+                },
+            };
+        let snap = Arc::clone(snapshot);
+        let metrics = Arc::clone(&self.metrics);
+        let task = tokio::task::spawn_blocking(move || {
+            let world = match world {
+                Some(w) => w,
+                None => match World::build(&snap) {
+                    Ok(w) => w,
+                    Err(e) => return ModelRun::Invalid(e),
+                },
+            };
+            let started = Instant::now();
+            let result = match policy_source {
+                Ok(model) => {
+                    let mut policy = model.policy();
+                    let r = run_policy(&world, &mut policy);
+                    model.give_back(policy);
+                    r
+                }
+                Err(factory) => run_policy(&world, factory().as_mut()),
+            };
+            Metrics::observe(
+                &metrics.policy_duration,
+                "kind",
+                "model",
+                started.elapsed().as_secs_f64(),
+            );
+            ModelRun::Done(Box::new(world), result)
+        });
+        let deadline = Duration::from_secs_f64(self.cfg.deadline_ms / 1000.0);
+        let outcome = tokio::time::timeout(deadline, task).await;
+        let fail = |reason, detail: String, world| {
+            Err(Ok(ModelFailure {
+                reason,
+                detail,
+                world,
+            }))
+        };
+        match outcome {
+            Err(_) => fail(
+                FallbackReason::Timeout,
+                format!("no answer within {} ms", self.cfg.deadline_ms),
+                None,
+            ),
+            Ok(Err(join)) => fail(
+                FallbackReason::Error,
+                format!("the model's task failed: {join}"),
+                None,
+            ),
+            Ok(Ok(ModelRun::Invalid(e))) => Err(Err(e)),
+            Ok(Ok(ModelRun::Done(world, Ok(decision)))) => Ok((
+                *world,
+                Answer {
+                    decision,
+                    decided_by: decider,
+                    fallbacks: Vec::new(),
+                },
+            )),
+            Ok(Ok(ModelRun::Done(world, Err((reason, detail))))) => {
+                fail(reason, detail, Some(world))
+            }
+        }
+    }
+
+    /// The model arm with the chain behind it.
+    async fn model_then_chain(
+        self: &Arc<Self>,
+        snapshot: &Arc<proto::Snapshot>,
+        world: Option<World>,
+    ) -> Result<(World, Answer), Status> {
+        match self.run_model(snapshot, world).await {
+            Ok(done) => Ok(done),
+            Err(Err(e)) => Err(invalid(e)),
+            Err(Ok(failure)) => {
+                let from = self
+                    .model_state()
+                    .serving()
+                    .map_or_else(|_| "model".to_string(), |m| m.decider());
+                Metrics::count(&self.metrics.fallbacks, "reason", failure.reason.as_str());
+                let first = fallback(&from, failure.reason, failure.detail);
+                let this = Arc::clone(self);
+                let snap = Arc::clone(snapshot);
+                let world = failure.world;
+                blocking(move || {
+                    let world = match world {
+                        Some(w) => *w,
+                        None => World::build(&snap).map_err(invalid)?,
+                    };
+                    let answer = this.run_chain(&world, vec![first]);
+                    Ok((world, answer))
+                })
+                .await
+            }
+        }
+    }
+
+    /// The heuristic chain on a fresh world (blocking task).
+    async fn chain_only(
+        self: &Arc<Self>,
+        snapshot: &Arc<proto::Snapshot>,
+        fallbacks: Vec<proto::Fallback>,
+    ) -> Result<(World, Answer), Status> {
+        let this = Arc::clone(self);
+        let snap = Arc::clone(snapshot);
+        blocking(move || {
+            let world = World::build(&snap).map_err(invalid)?;
+            let answer = this.run_chain(&world, fallbacks);
+            Ok((world, answer))
+        })
+        .await
+    }
+
+    /// Decides one request: the whole decision path. Logs it when a decision log is set.
+    pub async fn decide(
+        self: &Arc<Self>,
+        request: proto::DecideRequest,
+    ) -> Result<proto::DecideResponse, Status> {
+        let (response, shadow, snapshot) = self.decide_inner(request).await?;
+        self.metrics
+            .placements
+            .inc_by(response.placements.len() as u64);
+        self.metrics
+            .preemptions
+            .inc_by(response.preemptions.len() as u64);
+        if let Some(log) = &self.log {
+            log.record(LogRecord {
+                unix_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                snapshot,
+                answer: response.clone(),
+                shadow,
+            });
+        }
+        Ok(response)
+    }
+
+    /// The answer, the shadow answer if any, and the snapshot (for the log).
+    async fn decide_inner(
+        self: &Arc<Self>,
+        request: proto::DecideRequest,
+    ) -> Result<
+        (
+            proto::DecideResponse,
+            Option<proto::DecideResponse>,
+            Arc<proto::Snapshot>,
+        ),
+        Status,
+    > {
+        let started = Instant::now();
+        let snapshot = Arc::new(
+            request
+                .snapshot
+                .ok_or_else(|| Status::invalid_argument("snapshot: missing"))?,
+        );
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        let request_id = if request.request_id.is_empty() {
+            format!("r{n}")
+        } else {
+            request.request_id
+        };
+        let mode = self.cfg.routing.mode;
+        Metrics::count(&self.metrics.arm_requests, "arm", mode.as_str());
+        let mut shadow = None;
+        let (world, answer) = match mode {
+            RoutingMode::Baseline => self.chain_only(&snapshot, Vec::new()).await?,
+            RoutingMode::Model => self.model_then_chain(&snapshot, None).await?,
+            RoutingMode::Shadow => {
+                let (model, base) = tokio::join!(
+                    self.model_then_chain(&snapshot, None),
+                    self.chain_only(&snapshot, Vec::new())
+                );
+                let base = base?;
+                if let Ok((mworld, manswer)) = model {
+                    let agree = manswer.decision == base.1.decision;
+                    Metrics::count(
+                        &self.metrics.shadow_agreement,
+                        "agree",
+                        if agree { "true" } else { "false" },
+                    );
+                    let this = Arc::clone(self);
+                    let (id, arm) = (request_id.clone(), "shadow-model".to_string());
+                    shadow = Some(
+                        blocking(move || Ok(this.finish(mworld, manswer, &arm, &id, started)))
+                            .await?,
+                    );
+                }
+                base
+            }
+            RoutingMode::Ab => self.ab(&snapshot, &request_id).await?,
+        };
+        let this = Arc::clone(self);
+        let id = request_id.clone();
+        let response =
+            blocking(move || Ok(this.finish(world, answer, mode.as_str(), &id, started))).await?;
+        Ok((response, shadow, snapshot))
+    }
+
+    /// A/B: the treatment share of pending jobs (by a stable hash of tenant or job id) is
+    /// decided by the model arm, the rest by the baseline, one after the other on the same
+    /// snapshot; which arm goes first alternates with the request so neither always has the
+    /// first pick of free capacity.
+    async fn ab(
+        self: &Arc<Self>,
+        snapshot: &Arc<proto::Snapshot>,
+        request_id: &str,
+    ) -> Result<(World, Answer), Status> {
+        let snap = Arc::clone(snapshot);
+        let (percent, key) = (self.cfg.routing.percent, self.cfg.routing.key);
+        let (world, treatment, control) = blocking(move || {
+            let world = World::build(&snap).map_err(invalid)?;
+            let (mut t, mut c) = (Vec::new(), Vec::new());
+            for id in world.pending() {
+                let k = match key {
+                    SplitKey::Tenant => world.tenant(id),
+                    SplitKey::Job => &world.job(id).name,
+                };
+                if in_treatment(k, percent) {
+                    t.push(id);
+                } else {
+                    c.push(id);
+                }
+            }
+            Ok((world, t, c))
+        })
+        .await?;
+        self.metrics
+            .ab_jobs
+            .get_or_create(&vec![("arm", "treatment".to_string())])
+            .inc_by(treatment.len() as u64);
+        self.metrics
+            .ab_jobs
+            .get_or_create(&vec![("arm", "control".to_string())])
+            .inc_by(control.len() as u64);
+        let model_first = Fnv::hash(request_id.as_bytes()) & 1 == 0;
+        let mut world = world;
+        let mut merged = Answer {
+            decision: Decision::default(),
+            decided_by: String::new(),
+            fallbacks: Vec::new(),
+        };
+        let mut deciders = Vec::new();
+        let order: [bool; 2] = if model_first {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for model_arm in order {
+            let jobs = if model_arm { &treatment } else { &control };
+            if jobs.is_empty() {
+                continue;
+            }
+            let keep: std::collections::HashSet<JobId> = jobs.iter().copied().collect();
+            world.retain_pending(|j| keep.contains(&j));
+            let (w, answer) = if model_arm {
+                self.model_then_chain(snapshot, Some(world)).await?
+            } else {
+                let this = Arc::clone(self);
+                blocking(move || {
+                    let a = this.run_chain(&world, Vec::new());
+                    Ok((world, a))
+                })
+                .await?
+            };
+            world = w;
+            world
+                .apply(&answer.decision)
+                .map_err(|e| Status::internal(format!("applying a shielded decision: {e}")))?;
+            deciders.push(answer.decided_by.clone());
+            merged
+                .decision
+                .preemptions
+                .extend(answer.decision.preemptions);
+            merged
+                .decision
+                .placements
+                .extend(answer.decision.placements);
+            merged.fallbacks.extend(answer.fallbacks);
+        }
+        // Back to the snapshot's own state, so `finish` applies the merged decision once; the
+        // merge is shielded as a whole (an arm may have preempted what the other placed).
+        let snap = Arc::clone(snapshot);
+        let this = Arc::clone(self);
+        merged.decided_by = deciders.join("+");
+        blocking(move || {
+            let world = World::build(&snap).map_err(invalid)?;
+            match shield::check(&world, &merged.decision) {
+                Ok(()) => Ok((world, merged)),
+                Err(detail) => {
+                    Metrics::count(&this.metrics.fallbacks, "reason", "shield");
+                    let first = fallback(&merged.decided_by, FallbackReason::Shield, detail);
+                    let mut fallbacks = merged.fallbacks;
+                    fallbacks.push(first);
+                    let answer = this.run_chain(&world, fallbacks);
+                    Ok((world, answer))
+                }
+            }
+        })
+        .await
+    }
+
+    /// Applies the answer to its world, explains every job left pending, and builds the reply.
+    fn finish(
+        &self,
+        mut world: World,
+        answer: Answer,
+        arm: &str,
+        request_id: &str,
+        started: Instant,
+    ) -> proto::DecideResponse {
+        let placements = answer
+            .decision
+            .placements
+            .iter()
+            .map(|p| world.placement_to_proto(p))
+            .collect();
+        let preemptions = answer
+            .decision
+            .preemptions
+            .iter()
+            .map(|v| world.job(*v).name.clone())
+            .collect();
+        let pending = match world.apply(&answer.decision) {
+            Ok(()) => pending_reasons(&world, &answer.decision),
+            Err(e) => {
+                tracing::error!(error = %e, "a shielded decision did not apply");
+                Vec::new()
+            }
+        };
+        proto::DecideResponse {
+            placements,
+            preemptions,
+            pending,
+            decided_by: answer.decided_by,
+            arm: arm.to_string(),
+            fallbacks: answer.fallbacks,
+            decision_us: started.elapsed().as_micros() as u64,
+            request_id: request_id.to_string(),
+        }
+    }
+
+    /// Why one job waits, by the same path `Decide` takes (not logged).
+    pub async fn explain(
+        self: &Arc<Self>,
+        request: proto::ExplainRequest,
+    ) -> Result<proto::ExplainResponse, Status> {
+        let job = request.job.clone();
+        let (response, _, _) = self
+            .decide_inner(proto::DecideRequest {
+                snapshot: request.snapshot,
+                request_id: String::new(),
+            })
+            .await?;
+        if let Some(p) = response.placements.iter().find(|p| p.job == job) {
+            return Ok(proto::ExplainResponse {
+                job,
+                placed: true,
+                placement: Some(p.clone()),
+                reason: None,
+                decided_by: response.decided_by,
+            });
+        }
+        match response.pending.iter().find(|r| r.job == job) {
+            Some(r) => Ok(proto::ExplainResponse {
+                job,
+                placed: false,
+                placement: None,
+                reason: Some(r.clone()),
+                decided_by: response.decided_by,
+            }),
+            None => Err(Status::invalid_argument(format!(
+                "job: {job:?} is not a pending job of the snapshot"
+            ))),
+        }
+    }
+
+    /// Feasibility and a packing score of candidate nodes for one job.
+    pub async fn score(
+        self: &Arc<Self>,
+        request: proto::ScoreRequest,
+    ) -> Result<proto::ScoreResponse, Status> {
+        blocking(move || crate::score::score(&request)).await
+    }
+
+    /// What `ModelInfo` answers.
+    pub fn info(&self) -> proto::ModelInfoResponse {
+        let state = self.model_state();
+        let mut info = proto::ModelInfoResponse {
+            status: state.status().into(),
+            routing: self.cfg.routing.mode.as_str().into(),
+            baseline: self.cfg.baseline.clone(),
+            fallback_chain: self.chain(),
+            path: self.cfg.model.clone(),
+            ..Default::default()
+        };
+        match &state {
+            ModelState::Serving(m) | ModelState::Cold(m, _) => {
+                info.path = m.path.display().to_string();
+                info.version = m.version.clone();
+                info.feature_schema = m.manifest.feature_schema_version;
+                info.trained_on = m
+                    .manifest
+                    .training
+                    .data
+                    .iter()
+                    .map(|d| d.trace.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                info.git_revision = m.manifest.training.git_revision.clone();
+                info.validation_relative_jct = m.relative_jct;
+                info.loaded_at_unix_s = m.loaded_at_unix_s;
+                if let ModelState::Cold(_, why) = &state {
+                    info.detail = format!("cold start, the baseline answers: {why}");
+                }
+            }
+            ModelState::None => info.detail = "no model configured: the baseline answers".into(),
+            ModelState::Failed { path, detail, .. } => {
+                info.path = path.display().to_string();
+                info.detail = format!("not loaded, the baseline answers: {detail}");
+            }
+        }
+        info
+    }
+
+    /// Whether the service can answer (it always can once built: the chain is the floor).
+    pub fn ready(&self) -> (bool, String) {
+        let state = self.model_state();
+        (
+            true,
+            format!(
+                "ready: model {} ({}), routing {}",
+                state.version(),
+                state.status(),
+                self.cfg.routing.mode.as_str()
+            ),
+        )
+    }
+
+    /// Flushes the decision log (shutdown).
+    pub fn flush(&self) {
+        if let Some(log) = &self.log {
+            log.flush();
+        }
+    }
+}
+
+/// Whether `key` falls in the treatment share (`percent` of 100), by a stable hash.
+pub fn in_treatment(key: &str, percent: f64) -> bool {
+    let bucket = (Fnv::hash(key.as_bytes()) % 10_000) as f64;
+    bucket < percent * 100.0
+}
+
+/// Runs `f` on the blocking pool; a panic inside becomes `INTERNAL`, never a crash.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(Status::new(
+            Code::Internal,
+            format!("decision task failed: {e}"),
+        ))
+    })
+}

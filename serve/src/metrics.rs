@@ -1,0 +1,189 @@
+//! Prometheus metrics (OpenMetrics text on `/metrics`). Names, all prefixed `lachesis_`:
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `requests_total` | `rpc`, `code` | finished RPCs by gRPC status code |
+//! | `request_duration_seconds` | `rpc` | RPC latency, histogram |
+//! | `policy_duration_seconds` | `kind` (`model`, `heuristic`) | one policy's decision time |
+//! | `fallbacks_total` | `reason` | steps down the fallback chain |
+//! | `arm_requests_total` | `arm` (`model`, `baseline`, `ab`, `shadow`) | requests per routing arm |
+//! | `ab_jobs_total` | `arm` (`treatment`, `control`) | pending jobs split by A/B |
+//! | `shadow_agreement_total` | `agree` | shadow requests where model and baseline agreed |
+//! | `placements_total`, `preemptions_total` | | decisions answered |
+//! | `inflight_requests` | | requests being decided now |
+//! | `model_info` | `version`, `status` | 1 for the model in force |
+//! | `model_reloads_total` | `result` | hot reloads |
+//! | `decision_log_records_total` | `result` (`written`, `dropped`, `error`) | decision log |
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::Mutex;
+
+type Labels = Vec<(&'static str, String)>;
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 20 us .. ~5 s
+    Histogram::new(exponential_buckets(20e-6, 2.0, 19))
+}
+
+/// Every metric the service exports, registered once.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<Labels, Counter>,
+    pub request_duration: Histograms,
+    pub policy_duration: Histograms,
+    pub fallbacks: Family<Labels, Counter>,
+    pub arm_requests: Family<Labels, Counter>,
+    pub ab_jobs: Family<Labels, Counter>,
+    pub shadow_agreement: Family<Labels, Counter>,
+    pub placements: Counter,
+    pub preemptions: Counter,
+    pub inflight: Gauge,
+    pub model_info: Family<Labels, Gauge>,
+    pub model_reloads: Family<Labels, Counter>,
+    pub decision_log: Family<Labels, Counter>,
+    /// The labels `model_info` is set for now (cleared on change).
+    model_labels: Mutex<Option<Labels>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("lachesis");
+        let m = Metrics {
+            requests: Family::default(),
+            request_duration: Family::new_with_constructor(latency_histogram),
+            policy_duration: Family::new_with_constructor(latency_histogram),
+            fallbacks: Family::default(),
+            arm_requests: Family::default(),
+            ab_jobs: Family::default(),
+            shadow_agreement: Family::default(),
+            placements: Counter::default(),
+            preemptions: Counter::default(),
+            inflight: Gauge::default(),
+            model_info: Family::default(),
+            model_reloads: Family::default(),
+            decision_log: Family::default(),
+            model_labels: Mutex::new(None),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "requests",
+            "Finished RPCs by status code",
+            m.requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "RPC latency",
+            m.request_duration.clone(),
+        );
+        registry.register(
+            "policy_duration_seconds",
+            "Time one policy took to decide",
+            m.policy_duration.clone(),
+        );
+        registry.register(
+            "fallbacks",
+            "Steps down the fallback chain",
+            m.fallbacks.clone(),
+        );
+        registry.register(
+            "arm_requests",
+            "Requests per routing arm",
+            m.arm_requests.clone(),
+        );
+        registry.register(
+            "ab_jobs",
+            "Pending jobs split by A/B arm",
+            m.ab_jobs.clone(),
+        );
+        registry.register(
+            "shadow_agreement",
+            "Shadow requests where model and baseline agreed",
+            m.shadow_agreement.clone(),
+        );
+        registry.register("placements", "Jobs placed in answers", m.placements.clone());
+        registry.register(
+            "preemptions",
+            "Jobs preempted in answers",
+            m.preemptions.clone(),
+        );
+        registry.register(
+            "inflight_requests",
+            "Requests being decided",
+            m.inflight.clone(),
+        );
+        registry.register("model_info", "The model in force (1)", m.model_info.clone());
+        registry.register(
+            "model_reloads",
+            "Hot model reloads",
+            m.model_reloads.clone(),
+        );
+        registry.register(
+            "decision_log_records",
+            "Decision log records by outcome",
+            m.decision_log.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn count(family: &Family<Labels, Counter>, key: &'static str, value: &str) {
+        family.get_or_create(&vec![(key, value.to_string())]).inc();
+    }
+
+    pub fn observe(family: &Histograms, key: &'static str, value: &str, seconds: f64) {
+        family
+            .get_or_create(&vec![(key, value.to_string())])
+            .observe(seconds);
+    }
+
+    pub fn request(&self, rpc: &str, code: tonic::Code, seconds: f64) {
+        self.requests
+            .get_or_create(&vec![
+                ("rpc", rpc.to_string()),
+                ("code", format!("{code:?}")),
+            ])
+            .inc();
+        Self::observe(&self.request_duration, "rpc", rpc, seconds);
+    }
+
+    /// Marks `version`/`status` as the model in force.
+    pub fn set_model(&self, version: &str, status: &str) {
+        let labels = vec![
+            ("version", version.to_string()),
+            ("status", status.to_string()),
+        ];
+        let mut current = self
+            .model_labels
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(old) = current.take() {
+            self.model_info.remove(&old);
+        }
+        self.model_info.get_or_create(&labels).set(1);
+        *current = Some(labels);
+    }
+
+    /// The value of counter `family{key=value}` (tests and reports).
+    pub fn counter_value(family: &Family<Labels, Counter>, key: &'static str, value: &str) -> u64 {
+        family.get_or_create(&vec![(key, value.to_string())]).get()
+    }
+
+    /// OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}

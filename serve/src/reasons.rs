@@ -1,0 +1,98 @@
+//! Why each job left pending waits: the first binding constraint from the shared feasibility
+//! code (`ClusterState::explain`), or, for a job that would fit now, that the policy held it,
+//! behind which older job. Jobs of one shape share one answer, so a queue of hundreds costs a
+//! handful of cluster scans.
+
+use crate::proto;
+use crate::world::World;
+use lachesis_env::cluster::{FitStrategy, Infeasible};
+use lachesis_env::job::TaskRequest;
+use lachesis_env::policy::Decision;
+use lachesis_env::units::JobId;
+use std::collections::HashMap;
+
+/// The reason for every pending job of `after` (the world with `decision` applied); victims of
+/// `decision` are reported as preempted.
+pub fn pending_reasons(after: &World, decision: &Decision) -> Vec<proto::PendingReason> {
+    let mut state = after.cluster_clone();
+    let mut by_shape: HashMap<(u32, TaskRequest, Vec<String>), Option<Infeasible>> = HashMap::new();
+    let mut head: Option<JobId> = None;
+    let mut out = Vec::new();
+    for id in after.pending() {
+        if !after.is_real(id) {
+            continue;
+        }
+        let job = after.job(id);
+        if decision.preemptions.contains(&id) {
+            out.push(proto::PendingReason {
+                job: job.name.clone(),
+                kind: "preempted".into(),
+                message: "preempted by this decision to make room; back in the queue".into(),
+                blocked_by: String::new(),
+            });
+            continue;
+        }
+        let key = (job.tasks, job.task, job.gpu_types.clone());
+        let why = by_shape
+            .entry(key)
+            .or_insert_with(|| {
+                state
+                    .find_job_placement(job, FitStrategy::FirstFit)
+                    .map_or_else(|| state.explain(job), |_| None)
+            })
+            .clone();
+        let reason = match why {
+            Some(infeasible) => {
+                head.get_or_insert(id);
+                proto::PendingReason {
+                    job: job.name.clone(),
+                    kind: kind(&infeasible).into(),
+                    message: infeasible.to_string(),
+                    blocked_by: String::new(),
+                }
+            }
+            None => match head {
+                Some(h) => proto::PendingReason {
+                    job: job.name.clone(),
+                    kind: "behind".into(),
+                    message: format!(
+                        "fits now, but the policy holds it behind older job {:?}, which does \
+                         not fit yet",
+                        after.job(h).name
+                    ),
+                    blocked_by: after.job(h).name.clone(),
+                },
+                None => proto::PendingReason {
+                    job: job.name.clone(),
+                    kind: "held".into(),
+                    message: "fits now; the policy chose not to start it at this decision \
+                              (waiting for a better placement or a higher-ranked job)"
+                        .into(),
+                    blocked_by: String::new(),
+                },
+            },
+        };
+        out.push(reason);
+    }
+    out
+}
+
+/// The stable, machine-readable name of a reason.
+pub fn kind(why: &Infeasible) -> &'static str {
+    use Infeasible::*;
+    match why {
+        GpuShort { .. } => "gpu-short",
+        Fragmented { .. } => "fragmented",
+        CpuShortEverywhere { .. } | CpuShort { .. } => "cpu-short",
+        MemShortEverywhere { .. } | MemShort { .. } => "mem-short",
+        NoAllowedModel { .. } | ModelNotAllowed { .. } => "no-allowed-model",
+        GangSpread { .. } => "gang-spread",
+        NeverFits => "never-fits",
+        TaskCount { .. }
+        | UnknownNode(_)
+        | GpuCount { .. }
+        | NoSuchGpu { .. }
+        | DuplicateGpu { .. }
+        | GpuBusy { .. } => "infeasible",
+    }
+}

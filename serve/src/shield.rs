@@ -1,0 +1,52 @@
+//! The safety shield: a decision is re-checked against the snapshot before anyone sees it.
+//! Every victim must be a running, preemptible job of the snapshot; every placement a pending
+//! job placed once, on capacity that is free after the victims leave and the placements before
+//! it are made (so no GPU is ever double-booked). One failure rejects the whole decision: the
+//! service then falls back, it never forwards a partly impossible answer.
+
+use crate::world::{World, describe};
+use lachesis_env::cluster::StateError;
+use lachesis_env::policy::Decision;
+use std::collections::HashSet;
+
+/// Checks `decision` against `world`; the error names the job at fault and why.
+pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
+    let mut state = world.cluster_clone();
+    let mut victims = HashSet::with_capacity(decision.preemptions.len());
+    for v in &decision.preemptions {
+        if !world.is_real(*v) {
+            return Err(format!("preempts job {v}, which is not in the snapshot"));
+        }
+        let name = &world.job(*v).name;
+        if !victims.insert(*v) {
+            return Err(format!("preempts job {name:?} twice"));
+        }
+        state
+            .preempt(*v)
+            .map_err(|e| format!("cannot preempt job {name:?}: {e}"))?;
+    }
+    let mut placed = HashSet::with_capacity(decision.placements.len());
+    for p in &decision.placements {
+        if !world.is_real(p.job) {
+            return Err(format!(
+                "places job {}, which is not in the snapshot",
+                p.job
+            ));
+        }
+        let job = world.job(p.job);
+        if !world.is_pending(p.job) {
+            return Err(format!("places job {:?}, which is not pending", job.name));
+        }
+        if !placed.insert(p.job) {
+            return Err(format!("places job {:?} twice", job.name));
+        }
+        state.allocate(job, p.tasks.clone()).map_err(|e| {
+            let why = match &e {
+                StateError::Infeasible { reason, .. } => describe(reason, world.cluster().spec()),
+                other => other.to_string(),
+            };
+            format!("placement of job {:?} does not fit: {why}", job.name)
+        })?;
+    }
+    Ok(())
+}

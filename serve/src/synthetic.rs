@@ -1,0 +1,119 @@
+//! Synthetic cluster snapshots of any size, for the bench, the soak and the tests: nodes of 8
+//! GPUs (three A100 nodes to one V100), filled by running jobs to a target utilization, and a
+//! queue of pending jobs of mixed shapes (whole GPUs, shares of one GPU, gangs), tenants,
+//! priorities, waits and estimates. Deterministic for a seed.
+
+use crate::proto;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+/// A snapshot of `nodes` nodes about `utilization` (0-1) busy with `pending` jobs queued.
+pub fn snapshot(nodes: usize, pending: usize, utilization: f64, seed: u64) -> proto::Snapshot {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut cluster: Vec<proto::Node> = (0..nodes)
+        .map(|i| proto::Node {
+            name: format!("node-{i:05}"),
+            gpu_model: if i % 4 == 3 { "V100" } else { "A100" }.into(),
+            gpus: 8,
+            gpu_free_milli: Vec::new(),
+            cpu_milli: 96_000,
+            cpu_free_milli: None,
+            mem_mib: 1_048_576,
+            mem_free_mib: None,
+            labels: [("rack".to_string(), format!("rack-{}", i / 32))]
+                .into_iter()
+                .collect(),
+        })
+        .collect();
+    // Free GPUs per node, filled first-fit by running jobs.
+    let mut free: Vec<Vec<bool>> = vec![vec![true; 8]; nodes];
+    let mut cpu_free = vec![96_000u64; nodes];
+    let target = (nodes as f64 * 8.0 * utilization.clamp(0.0, 1.0)) as usize;
+    let mut used = 0usize;
+    let mut running = Vec::new();
+    let mut cursor = 0usize;
+    while used < target {
+        let gpus = [1u32, 1, 2, 4, 8][rng.random_range(0..5usize)].min((target - used) as u32);
+        let Some((node, picked)) = (0..nodes).find_map(|k| {
+            let n = (cursor + k) % nodes;
+            let idle: Vec<u32> = (0..8u32).filter(|g| free[n][*g as usize]).collect();
+            (idle.len() >= gpus as usize && cpu_free[n] >= 8_000 * u64::from(gpus))
+                .then(|| (n, idle[..gpus as usize].to_vec()))
+        }) else {
+            break;
+        };
+        cursor = node;
+        for g in &picked {
+            free[node][*g as usize] = false;
+        }
+        cpu_free[node] -= 8_000 * u64::from(gpus);
+        used += gpus as usize;
+        let id = running.len();
+        running.push(proto::RunningJob {
+            job: Some(proto::Job {
+                gpu_types: Vec::new(),
+                ..job(&mut rng, format!("run-{id}"), 1, gpus, 1000)
+            }),
+            tasks: vec![proto::TaskPlacement {
+                node: cluster[node].name.clone(),
+                gpus: picked,
+            }],
+            run_ms: rng.random_range(0..3_600_000),
+        });
+        if let Some(r) = running.last_mut()
+            && let Some(j) = r.job.as_mut()
+        {
+            j.wait_ms += r.run_ms;
+        }
+    }
+    let queue = (0..pending)
+        .map(|i| {
+            let (tasks, gpus, milli) = match rng.random_range(0..10u32) {
+                0 => (1, 1, 500),
+                1 => (2, 8, 1000),
+                2 | 3 => (1, 8, 1000),
+                4 => (1, 4, 1000),
+                5 | 6 => (1, 2, 1000),
+                _ => (1, 1, 1000),
+            };
+            job(&mut rng, format!("job-{i}"), tasks, gpus, milli)
+        })
+        .collect();
+    // Report node usage from the placements only (no unlisted usage).
+    for n in cluster.iter_mut() {
+        n.gpu_free_milli.clear();
+    }
+    proto::Snapshot {
+        cluster: format!("synthetic-{nodes}"),
+        now_ms: 86_400_000,
+        nodes: cluster,
+        running,
+        pending: queue,
+    }
+}
+
+fn job(rng: &mut StdRng, id: String, tasks: u32, gpus: u32, milli: u32) -> proto::Job {
+    let preemptible = rng.random_range(0..3u32) == 0;
+    proto::Job {
+        id,
+        tenant: format!("team-{}", rng.random_range(0..12u32)),
+        priority: rng.random_range(0..3),
+        qos: String::new(),
+        preemptible,
+        tasks,
+        gpus_per_task: gpus,
+        gpu_milli: milli,
+        cpu_milli: 8_000 * u64::from(gpus),
+        mem_mib: 65_536 * u64::from(gpus),
+        gpu_types: if rng.random_range(0..5u32) == 0 {
+            vec!["A100".into()]
+        } else {
+            Vec::new()
+        },
+        estimate_ms: (rng.random_range(0..2u32) == 0)
+            .then(|| rng.random_range(600_000..86_400_000)),
+        wait_ms: rng.random_range(0..7_200_000),
+        kind: String::new(),
+        attained_ms: 0,
+    }
+}

@@ -1,0 +1,772 @@
+//! `World`: a request's cluster snapshot, validated and turned into the simulator's own types
+//! (`ClusterSpec`, `ClusterState`, `JobSpec`s), so every policy, the shield and the pending
+//! reasons run on exactly the code the simulator runs.
+//!
+//! Validation is total: any snapshot either becomes a consistent `World` or a `SnapshotError`
+//! naming the offending field path (`nodes[3].gpu_free_milli[2]`). Nothing here panics on input.
+
+use crate::proto;
+use lachesis_env::cluster::{
+    ClusterSpec, ClusterState, FitStrategy, Infeasible, NodeSpec, StateError, TaskPlacement,
+};
+use lachesis_env::gpu::GpuModel;
+use lachesis_env::job::{JobKind, JobSpec, Qos, TaskRequest};
+use lachesis_env::policy::{Decision, DecisionContext, JobRuntime, JobState, Placement};
+use lachesis_env::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime, TenantId};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Most nodes one snapshot may hold.
+pub const MAX_SNAPSHOT_NODES: usize = 100_000;
+/// Most jobs (running and pending) one snapshot may hold.
+pub const MAX_SNAPSHOT_JOBS: usize = 200_000;
+/// Most tasks in one gang.
+pub const MAX_TASKS: u32 = 4096;
+/// Longest id, name, tenant or label.
+pub const MAX_NAME_BYTES: usize = 253;
+/// Most labels on one node.
+pub const MAX_LABELS: usize = 64;
+
+/// A snapshot that cannot be decided on: which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct SnapshotError {
+    /// Field path in the request, e.g. `snapshot.pending[4].gpu_milli`.
+    pub path: String,
+    pub message: String,
+}
+
+fn bad(path: impl Into<String>, message: impl Into<String>) -> SnapshotError {
+    SnapshotError {
+        path: format!("snapshot.{}", path.into()),
+        message: message.into(),
+    }
+}
+
+/// A validated snapshot in the simulator's types. Job ids follow submit order (oldest first),
+/// as `DecisionContext` expects; reservations for capacity held by things the snapshot does not
+/// list as running are non-preemptible pseudo-jobs after the real ones.
+#[derive(Debug)]
+pub struct World {
+    now: SimTime,
+    jobs: Vec<JobSpec>,
+    runtime: Vec<JobRuntime>,
+    pending: BTreeSet<JobId>,
+    cluster: RefCell<ClusterState>,
+    /// Ids of real (snapshot) jobs: `jobs[..real_jobs]`.
+    real_jobs: usize,
+    node_ids: HashMap<String, NodeId>,
+    job_ids: HashMap<String, JobId>,
+    tenants: Vec<String>,
+}
+
+impl World {
+    /// Validates `snapshot` and builds the world it describes.
+    pub fn build(snapshot: &proto::Snapshot) -> Result<World, SnapshotError> {
+        let spec = Arc::new(build_spec(&snapshot.nodes)?);
+        let node_ids: HashMap<String, NodeId> = spec
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), NodeId(i as u32)))
+            .collect();
+        let total = snapshot.running.len() + snapshot.pending.len();
+        if total > MAX_SNAPSHOT_JOBS {
+            return Err(bad(
+                "running",
+                format!("{total} jobs, at most {MAX_SNAPSHOT_JOBS} per snapshot"),
+            ));
+        }
+
+        // Every job with its path, to sort by submit time (oldest first, ties by position).
+        struct Entry<'a> {
+            path: EntryPath,
+            job: &'a proto::Job,
+            running: Option<(usize, &'a proto::RunningJob)>,
+        }
+        let mut entries: Vec<Entry<'_>> = Vec::with_capacity(total);
+        for (i, r) in snapshot.running.iter().enumerate() {
+            let job = r
+                .job
+                .as_ref()
+                .ok_or_else(|| bad(format!("running[{i}].job"), "missing"))?;
+            entries.push(Entry {
+                path: EntryPath::Running(i),
+                job,
+                running: Some((i, r)),
+            });
+        }
+        for (i, job) in snapshot.pending.iter().enumerate() {
+            entries.push(Entry {
+                path: EntryPath::Pending(i),
+                job,
+                running: None,
+            });
+        }
+        // The clock: `now_ms`, moved forward if a job says it waited longer than that (clocks
+        // with an arbitrary epoch), so submit times are never negative.
+        let oldest = entries.iter().map(|e| e.job.wait_ms).max().unwrap_or(0);
+        let now = SimTime(snapshot.now_ms.max(oldest));
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        order.sort_by_key(|i| (std::cmp::Reverse(entries[*i].job.wait_ms), *i));
+
+        let mut tenants: Vec<String> = Vec::new();
+        let mut tenant_ids: HashMap<String, TenantId> = HashMap::new();
+        let mut jobs = Vec::with_capacity(total);
+        let mut runtime = Vec::with_capacity(total);
+        let mut job_ids: HashMap<String, JobId> = HashMap::with_capacity(total);
+        let mut pending = BTreeSet::new();
+        let mut placements: Vec<(JobId, usize, &[proto::TaskPlacement])> = Vec::new();
+        // Whether a shape fits the empty cluster, asked once per shape.
+        let mut empty = ClusterState::new(Arc::clone(&spec));
+        let mut fits: HashMap<(u32, TaskRequest, Vec<String>), bool> = HashMap::new();
+        for i in order {
+            let e = &entries[i];
+            let id = JobId(jobs.len() as u32);
+            let tenant = *tenant_ids.entry(e.job.tenant.clone()).or_insert_with(|| {
+                tenants.push(e.job.tenant.clone());
+                TenantId(tenants.len() as u32 - 1)
+            });
+            let spec_job = job_spec(e.job, e.path, id, tenant, now)?;
+            if job_ids.insert(e.job.id.clone(), id).is_some() {
+                return Err(bad(
+                    format!("{}.id", e.path),
+                    format!("job id {:?} appears twice in the snapshot", e.job.id),
+                ));
+            }
+            let mut rt = JobRuntime {
+                attained_ms: e.job.attained_ms,
+                attained_gpu_milli_ms: u128::from(e.job.attained_ms)
+                    * u128::from(spec_job.gpu_milli_total()),
+                ..JobRuntime::default()
+            };
+            match e.running {
+                Some((run_index, r)) => {
+                    if r.run_ms > e.job.wait_ms {
+                        return Err(bad(
+                            format!("{}.wait_ms", e.path),
+                            format!(
+                                "the job has run {} ms in this run but was submitted only {} ms ago",
+                                r.run_ms, e.job.wait_ms
+                            ),
+                        ));
+                    }
+                    let start = now.saturating_sub(SimTime(r.run_ms));
+                    rt.state = JobState::Running;
+                    rt.run_start = Some(start);
+                    rt.first_start = Some(start);
+                    placements.push((id, run_index, &r.tasks));
+                }
+                None => {
+                    let shape = (spec_job.tasks, spec_job.task, spec_job.gpu_types.clone());
+                    let fits_empty = *fits.entry(shape).or_insert_with(|| {
+                        empty
+                            .find_job_placement(&spec_job, FitStrategy::FirstFit)
+                            .is_some()
+                    });
+                    if !fits_empty {
+                        return Err(bad(
+                            e.path.to_string(),
+                            format!(
+                                "job {:?} ({} x {} GPU at {} milli, {} milli-CPU, {} MiB{}) \
+                                 does not fit on any node even when the cluster is empty",
+                                e.job.id,
+                                spec_job.tasks,
+                                spec_job.task.gpus,
+                                spec_job.task.gpu_milli,
+                                spec_job.task.cpu_milli,
+                                spec_job.task.mem_mib,
+                                if spec_job.gpu_types.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(", GPU types {}", spec_job.gpu_types.join("|"))
+                                }
+                            ),
+                        ));
+                    }
+                    rt.state = JobState::Pending;
+                    pending.insert(id);
+                }
+            }
+            jobs.push(spec_job);
+            runtime.push(rt);
+        }
+        let real_jobs = jobs.len();
+
+        let mut state = ClusterState::new(Arc::clone(&spec));
+        for (id, run_index, tasks) in &placements {
+            let job = &jobs[id.index()];
+            let path = RunTasks(*run_index);
+            let mut placed = Vec::with_capacity(tasks.len());
+            for (k, t) in tasks.iter().enumerate() {
+                let node = *node_ids.get(&t.node).ok_or_else(|| {
+                    bad(
+                        format!("{path}[{k}].node"),
+                        format!("unknown node {:?}", t.node),
+                    )
+                })?;
+                let gpus = t
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .map(|(g, i)| {
+                        u8::try_from(*i).map_err(|_| {
+                            bad(format!("{path}[{k}].gpus[{g}]"), format!("GPU index {i}"))
+                        })
+                    })
+                    .collect::<Result<Vec<u8>, _>>()?;
+                placed.push(TaskPlacement { node, gpus });
+            }
+            state.allocate(job, placed).map_err(|e| {
+                let why = match &e {
+                    StateError::Infeasible { reason, .. } => describe(reason, &spec),
+                    other => other.to_string(),
+                };
+                bad(
+                    path.to_string(),
+                    format!("job {:?} cannot hold this placement: {why}", job.name),
+                )
+            })?;
+        }
+
+        let mut world = World {
+            now,
+            jobs,
+            runtime,
+            pending,
+            cluster: RefCell::new(state),
+            real_jobs,
+            node_ids,
+            job_ids,
+            tenants,
+        };
+        world.reserve_unlisted(&snapshot.nodes)?;
+        Ok(world)
+    }
+
+    /// Capacity a node reports as used beyond what its listed running jobs hold becomes a
+    /// non-preemptible reservation; reporting more free than the listed jobs leave is an error.
+    fn reserve_unlisted(&mut self, nodes: &[proto::Node]) -> Result<(), SnapshotError> {
+        let mut reservations: Vec<(JobSpec, TaskPlacement)> = Vec::new();
+        {
+            let state = self.cluster.borrow();
+            for (i, n) in nodes.iter().enumerate() {
+                let node = NodeId(i as u32);
+                let holders = |what: &str, computed: u64, reported: u64| {
+                    bad(
+                        format!("nodes[{i}].{what}"),
+                        format!(
+                            "reports {reported} free but the running jobs placed there leave \
+                             only {computed}"
+                        ),
+                    )
+                };
+                let mut extra = TaskRequest::whole(0, 0, 0);
+                if let Some(reported) = n.cpu_free_milli {
+                    let computed = state.cpu_free(node);
+                    if reported > computed {
+                        return Err(holders("cpu_free_milli", computed, reported));
+                    }
+                    extra.cpu_milli = computed - reported;
+                }
+                if let Some(reported) = n.mem_free_mib {
+                    let computed = state.mem_free(node);
+                    if reported > computed {
+                        return Err(holders("mem_free_mib", computed, reported));
+                    }
+                    extra.mem_mib = computed - reported;
+                }
+                if extra.cpu_milli > 0 || extra.mem_mib > 0 {
+                    reservations.push((
+                        self.pseudo_job(&n.name, reservations.len(), extra),
+                        TaskPlacement {
+                            node,
+                            gpus: Vec::new(),
+                        },
+                    ));
+                }
+                for (g, reported) in n.gpu_free_milli.iter().enumerate() {
+                    let computed = u32::from(state.gpu_free(node)[g]);
+                    if *reported > computed {
+                        return Err(holders(
+                            &format!("gpu_free_milli[{g}]"),
+                            u64::from(computed),
+                            u64::from(*reported),
+                        ));
+                    }
+                    let used = computed - reported;
+                    if used > 0 {
+                        let task = TaskRequest {
+                            gpus: 1,
+                            gpu_milli: used,
+                            cpu_milli: 0,
+                            mem_mib: 0,
+                        };
+                        reservations.push((
+                            self.pseudo_job(&n.name, reservations.len(), task),
+                            TaskPlacement {
+                                node,
+                                gpus: vec![g as u8],
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        let state = self.cluster.get_mut();
+        for (mut job, placement) in reservations {
+            job.id = JobId(self.jobs.len() as u32);
+            state
+                .allocate(&job, vec![placement])
+                .map_err(|e| bad("nodes", format!("reserving unlisted usage: {e}")))?;
+            self.jobs.push(job);
+            self.runtime.push(JobRuntime {
+                state: JobState::Running,
+                run_start: Some(self.now),
+                first_start: Some(self.now),
+                ..JobRuntime::default()
+            });
+        }
+        Ok(())
+    }
+
+    fn pseudo_job(&self, node: &str, k: usize, task: TaskRequest) -> JobSpec {
+        JobSpec {
+            id: JobId(0),
+            name: format!("(reserved on {node} #{k})"),
+            submit: self.now,
+            tasks: 1,
+            task,
+            gpu_types: Vec::new(),
+            tenant: TenantId(0),
+            priority: i32::MAX,
+            qos: Qos::Guaranteed,
+            preemptible: false,
+            kind: JobKind::Batch,
+            estimate: None,
+        }
+    }
+
+    /// What a policy sees: this world at its `now`.
+    pub fn context(&self) -> DecisionContext<'_> {
+        DecisionContext::new(
+            self.now,
+            &self.jobs,
+            &self.runtime,
+            &self.pending,
+            &self.cluster,
+        )
+    }
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+    pub fn cluster(&self) -> std::cell::Ref<'_, ClusterState> {
+        self.cluster.borrow()
+    }
+    /// The cluster state, for a shield to try a decision on.
+    pub fn cluster_clone(&self) -> ClusterState {
+        self.cluster.borrow().clone()
+    }
+    pub fn job(&self, id: JobId) -> &JobSpec {
+        &self.jobs[id.index()]
+    }
+    /// A snapshot job's id, by its name in the request.
+    pub fn job_id(&self, name: &str) -> Option<JobId> {
+        self.job_ids.get(name).copied()
+    }
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.node_ids.get(name).copied()
+    }
+    pub fn is_pending(&self, id: JobId) -> bool {
+        self.pending.contains(&id)
+    }
+    /// Whether `id` is a job of the snapshot (not a reservation of unlisted usage).
+    pub fn is_real(&self, id: JobId) -> bool {
+        id.index() < self.real_jobs
+    }
+    /// Pending jobs, oldest first.
+    pub fn pending(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.pending.iter().copied()
+    }
+    pub fn tenant(&self, id: JobId) -> &str {
+        &self.tenants[self.jobs[id.index()].tenant.index()]
+    }
+    /// Keeps only the pending jobs `keep` accepts (the others are hidden from policies).
+    pub fn retain_pending(&mut self, mut keep: impl FnMut(JobId) -> bool) {
+        self.pending.retain(|j| keep(*j));
+    }
+    /// Shows pending jobs again (after `retain_pending`), except those started since.
+    pub fn set_pending(&mut self, ids: impl IntoIterator<Item = JobId>) {
+        self.pending = ids
+            .into_iter()
+            .filter(|j| self.runtime[j.index()].state == JobState::Pending)
+            .collect();
+    }
+    /// Applies a decision the shield accepted: victims back to the queue, placements running.
+    pub fn apply(&mut self, decision: &Decision) -> Result<(), String> {
+        let state = self.cluster.get_mut();
+        for v in &decision.preemptions {
+            state.preempt(*v).map_err(|e| e.to_string())?;
+            let rt = &mut self.runtime[v.index()];
+            let ran = self
+                .now
+                .saturating_sub(rt.run_start.unwrap_or(self.now))
+                .ms();
+            rt.attained_ms += ran;
+            rt.run_start = None;
+            rt.state = JobState::Pending;
+            self.pending.insert(*v);
+        }
+        for p in &decision.placements {
+            let job = &self.jobs[p.job.index()];
+            state
+                .allocate(job, p.tasks.clone())
+                .map_err(|e| e.to_string())?;
+            let rt = &mut self.runtime[p.job.index()];
+            rt.state = JobState::Running;
+            rt.run_start = Some(self.now);
+            rt.first_start.get_or_insert(self.now);
+            self.pending.remove(&p.job);
+        }
+        Ok(())
+    }
+
+    /// A placement in the request's names.
+    pub fn placement_to_proto(&self, p: &Placement) -> proto::Placement {
+        proto::Placement {
+            job: self.job(p.job).name.clone(),
+            tasks: p
+                .tasks
+                .iter()
+                .map(|t| proto::TaskPlacement {
+                    node: self.cluster.borrow().spec().node(t.node).name.clone(),
+                    gpus: t.gpus.iter().map(|g| u32::from(*g)).collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `why` with the node's name instead of its index.
+pub fn describe(why: &Infeasible, spec: &ClusterSpec) -> String {
+    use Infeasible::*;
+    let node = match why {
+        UnknownNode(n)
+        | GpuCount { node: n, .. }
+        | ModelNotAllowed { node: n }
+        | NoSuchGpu { node: n, .. }
+        | DuplicateGpu { node: n, .. }
+        | GpuBusy { node: n, .. }
+        | CpuShort { node: n, .. }
+        | MemShort { node: n, .. } => Some(*n),
+        _ => None,
+    };
+    let text = why.to_string();
+    match node.filter(|n| n.index() < spec.nodes.len()) {
+        Some(n) => text.replacen(
+            &format!("node {n}"),
+            &format!("node {:?}", spec.node(n).name),
+            1,
+        ),
+        None => text,
+    }
+}
+
+fn build_spec(nodes: &[proto::Node]) -> Result<ClusterSpec, SnapshotError> {
+    if nodes.is_empty() {
+        return Err(bad("nodes", "the snapshot has no nodes"));
+    }
+    if nodes.len() > MAX_SNAPSHOT_NODES {
+        return Err(bad(
+            "nodes",
+            format!("{} nodes, at most {MAX_SNAPSHOT_NODES}", nodes.len()),
+        ));
+    }
+    let mut models: Vec<GpuModel> = Vec::new();
+    let mut racks = Interner::default();
+    let mut domains = Interner::default();
+    let mut names: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
+    let mut specs = Vec::with_capacity(nodes.len());
+    for (i, n) in nodes.iter().enumerate() {
+        let path = |field: &str| format!("nodes[{i}].{field}");
+        check_name(&n.name, || path("name"))?;
+        if let Some(first) = names.insert(n.name.as_str(), i) {
+            return Err(bad(
+                path("name"),
+                format!("node {:?} is also nodes[{first}]", n.name),
+            ));
+        }
+        if n.gpus > lachesis_env::cluster::MAX_GPUS_PER_NODE {
+            return Err(bad(
+                path("gpus"),
+                format!(
+                    "{} GPUs, at most {}",
+                    n.gpus,
+                    lachesis_env::cluster::MAX_GPUS_PER_NODE
+                ),
+            ));
+        }
+        let gpu_model = match (n.gpus, n.gpu_model.trim()) {
+            (0, "") => None,
+            (0, m) => {
+                return Err(bad(
+                    path("gpu_model"),
+                    format!("model {m:?} given for a node with 0 GPUs"),
+                ));
+            }
+            (g, "") => {
+                return Err(bad(
+                    path("gpu_model"),
+                    format!("missing for a node with {g} GPUs"),
+                ));
+            }
+            (_, m) => {
+                check_name(m, || path("gpu_model"))?;
+                Some(model_id(&mut models, m))
+            }
+        };
+        if !n.gpu_free_milli.is_empty() && n.gpu_free_milli.len() != n.gpus as usize {
+            return Err(bad(
+                path("gpu_free_milli"),
+                format!(
+                    "{} entries for a node with {} GPUs (one per GPU, or none)",
+                    n.gpu_free_milli.len(),
+                    n.gpus
+                ),
+            ));
+        }
+        for (g, f) in n.gpu_free_milli.iter().enumerate() {
+            if *f > GPU_MILLI {
+                return Err(bad(
+                    format!("nodes[{i}].gpu_free_milli[{g}]"),
+                    format!("{f} milli-GPU free, a GPU has {GPU_MILLI}"),
+                ));
+            }
+        }
+        if let Some(f) = n.cpu_free_milli.filter(|f| *f > n.cpu_milli) {
+            return Err(bad(
+                path("cpu_free_milli"),
+                format!("{f} free of a capacity of {}", n.cpu_milli),
+            ));
+        }
+        if let Some(f) = n.mem_free_mib.filter(|f| *f > n.mem_mib) {
+            return Err(bad(
+                path("mem_free_mib"),
+                format!("{f} free of a capacity of {}", n.mem_mib),
+            ));
+        }
+        if n.labels.len() > MAX_LABELS {
+            return Err(bad(
+                path("labels"),
+                format!("{} labels, at most {MAX_LABELS}", n.labels.len()),
+            ));
+        }
+        for (k, v) in &n.labels {
+            check_name(k, || path("labels"))?;
+            if v.len() > MAX_NAME_BYTES {
+                return Err(bad(
+                    format!("nodes[{i}].labels[{k}]"),
+                    format!("longer than {MAX_NAME_BYTES} bytes"),
+                ));
+            }
+        }
+        let rack = n.labels.get("rack").map_or("default", String::as_str);
+        let domain = n.labels.get("nvlink_domain").unwrap_or(&n.name);
+        specs.push(NodeSpec {
+            name: n.name.clone(),
+            gpu_model,
+            gpus: n.gpus,
+            cpu_milli: n.cpu_milli,
+            mem_mib: n.mem_mib,
+            rack: racks.id(rack),
+            nvlink_domain: domains.id(domain),
+        });
+    }
+    if models.len() > lachesis_env::cluster::MAX_GPU_MODELS {
+        return Err(bad(
+            "nodes",
+            format!(
+                "{} distinct GPU models, at most {}",
+                models.len(),
+                lachesis_env::cluster::MAX_GPU_MODELS
+            ),
+        ));
+    }
+    ClusterSpec::new("snapshot", models, specs, racks.names, domains.names)
+        .map_err(|e| bad("nodes", e.to_string()))
+}
+
+/// The model's index, adding it (from the catalog, or with V100-class defaults for a model the
+/// catalog does not know) on first sight. Names match case-insensitively.
+fn model_id(models: &mut Vec<GpuModel>, name: &str) -> GpuModelId {
+    if let Some(i) = models
+        .iter()
+        .position(|m| m.name.eq_ignore_ascii_case(name))
+    {
+        return GpuModelId(i as u32);
+    }
+    let model = GpuModel::from_catalog(name).unwrap_or_else(|| GpuModel {
+        name: name.to_string(),
+        speed: 1.0,
+        mem_gib: 16,
+        idle_watts: 40.0,
+        busy_watts: 300.0,
+    });
+    models.push(model);
+    GpuModelId(models.len() as u32 - 1)
+}
+
+/// Names in first-seen order with a lookup (topology tables can have one entry per node).
+#[derive(Default)]
+struct Interner {
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl Interner {
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.ids.get(name) {
+            return *i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), i);
+        i
+    }
+}
+
+/// A non-empty name of bounded length; `path` is only built for the error.
+fn check_name(name: &str, path: impl FnOnce() -> String) -> Result<(), SnapshotError> {
+    if name.trim().is_empty() {
+        return Err(bad(path(), "empty"));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(bad(path(), format!("longer than {MAX_NAME_BYTES} bytes")));
+    }
+    Ok(())
+}
+
+/// `running[i].tasks` (formatted only for errors).
+#[derive(Debug, Clone, Copy)]
+struct RunTasks(usize);
+
+impl std::fmt::Display for RunTasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "running[{}].tasks", self.0)
+    }
+}
+
+/// Where a job sits in the request (formatted only for errors).
+#[derive(Debug, Clone, Copy)]
+enum EntryPath {
+    Running(usize),
+    Pending(usize),
+}
+
+impl std::fmt::Display for EntryPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntryPath::Running(i) => write!(f, "running[{i}].job"),
+            EntryPath::Pending(i) => write!(f, "pending[{i}]"),
+        }
+    }
+}
+
+fn job_spec(
+    job: &proto::Job,
+    path: EntryPath,
+    id: JobId,
+    tenant: TenantId,
+    now: SimTime,
+) -> Result<JobSpec, SnapshotError> {
+    let field = |f: &str| format!("{path}.{f}");
+    check_name(&job.id, || field("id"))?;
+    if job.tenant.len() > MAX_NAME_BYTES {
+        return Err(bad(
+            field("tenant"),
+            format!("longer than {MAX_NAME_BYTES} bytes"),
+        ));
+    }
+    let tasks = job.tasks.max(1);
+    if tasks > MAX_TASKS {
+        return Err(bad(
+            field("tasks"),
+            format!("{tasks} tasks, at most {MAX_TASKS}"),
+        ));
+    }
+    if job.gpus_per_task > lachesis_env::cluster::MAX_GPUS_PER_NODE {
+        return Err(bad(
+            field("gpus_per_task"),
+            format!(
+                "{} GPUs per task, no node has more than 64",
+                job.gpus_per_task
+            ),
+        ));
+    }
+    let gpu_milli = match (job.gpus_per_task, job.gpu_milli) {
+        (0, 0) => 0,
+        (0, m) => {
+            return Err(bad(
+                field("gpu_milli"),
+                format!("{m} for a job of 0 GPUs per task"),
+            ));
+        }
+        (_, 0) => GPU_MILLI,
+        (_, m) => m,
+    };
+    let task = TaskRequest {
+        gpus: job.gpus_per_task,
+        gpu_milli,
+        cpu_milli: job.cpu_milli,
+        mem_mib: job.mem_mib,
+    };
+    task.validate().map_err(|m| bad(field("gpu_milli"), m))?;
+    let qos = match job.qos.trim() {
+        "" if job.preemptible => Qos::BestEffort,
+        "" => Qos::Guaranteed,
+        q => Qos::parse(q).ok_or_else(|| {
+            bad(
+                field("qos"),
+                format!(
+                    "unknown QoS {q:?} (guaranteed, latency-sensitive, burstable, best-effort)"
+                ),
+            )
+        })?,
+    };
+    let kind = match job.kind.trim() {
+        "" => JobKind::Training,
+        k => JobKind::parse(k).ok_or_else(|| {
+            bad(
+                field("kind"),
+                format!("unknown kind {k:?} (training, inference, batch)"),
+            )
+        })?,
+    };
+    for (g, t) in job.gpu_types.iter().enumerate() {
+        check_name(t, || format!("{path}.gpu_types[{g}]"))?;
+    }
+    let estimate = match job.estimate_ms {
+        Some(0) => {
+            return Err(bad(
+                field("estimate_ms"),
+                "0 ms: omit the field when there is no estimate",
+            ));
+        }
+        e => e.map(SimTime),
+    };
+    Ok(JobSpec {
+        id,
+        name: job.id.clone(),
+        submit: now.saturating_sub(SimTime(job.wait_ms)),
+        tasks,
+        task,
+        gpu_types: job.gpu_types.clone(),
+        tenant,
+        priority: job.priority,
+        qos,
+        preemptible: job.preemptible,
+        kind,
+        estimate,
+    })
+}

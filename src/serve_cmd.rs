@@ -1,0 +1,106 @@
+//! `lachesis serve` (the decision service) and `lachesis decide` (a client that sends one
+//! snapshot and prints the answer).
+
+use anyhow::{Context, Result};
+use lachesis_serve::ServeConfig;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Service configuration (TOML, see docs/serve.md). Without one: models/default, gRPC on
+    /// 127.0.0.1:50051, HTTP on 127.0.0.1:9090.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Model directory, overriding the config's `model` ("" for heuristics only).
+    #[arg(long)]
+    model: Option<String>,
+    /// gRPC listen address, overriding `grpc.addr`.
+    #[arg(long)]
+    grpc: Option<String>,
+    /// HTTP listen address (metrics, health), overriding `http.addr`; "" for none.
+    #[arg(long)]
+    http: Option<String>,
+    /// Log as JSON lines (structured, for log shippers) instead of text.
+    #[arg(long)]
+    log_json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DecideArgs {
+    /// The service's address (`host:port`).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    server: String,
+    /// Cluster snapshot as JSON (the `Snapshot` message; docs/serve.md has an example).
+    #[arg(long)]
+    snapshot: PathBuf,
+    /// File holding a bearer token to present.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// CA certificate (PEM) to check a TLS server against; implies TLS.
+    #[arg(long)]
+    ca: Option<PathBuf>,
+}
+
+pub fn serve(args: &ServeArgs) -> Result<()> {
+    init_logging(args.log_json);
+    let mut cfg = match &args.config {
+        Some(path) => ServeConfig::read(path)?,
+        None => ServeConfig::default(),
+    };
+    if let Some(m) = &args.model {
+        cfg.model = m.clone();
+    }
+    if let Some(a) = &args.grpc {
+        cfg.grpc.addr = a.clone();
+    }
+    if let Some(a) = &args.http {
+        cfg.http.addr = a.clone();
+    }
+    cfg.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(lachesis_serve::run(cfg))?;
+    Ok(())
+}
+
+pub fn decide(args: &DecideArgs) -> Result<()> {
+    let token = match &args.token_file {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("reading the token file {}", p.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let answer = runtime.block_on(lachesis_serve::client::decide_file(
+        &args.server,
+        &args.snapshot,
+        token.as_deref(),
+        args.ca.as_deref(),
+    ))?;
+    outln!("{answer}");
+    Ok(())
+}
+
+/// Structured logs on stderr; `RUST_LOG`-style level from `LACHESIS_LOG` (default info).
+fn init_logging(json: bool) {
+    let level = std::env::var("LACHESIS_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::INFO);
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
