@@ -28,6 +28,7 @@ mod bench_infer;
 mod compare;
 mod policies;
 mod progress;
+mod replay_cmd;
 mod report;
 mod serve_cmd;
 mod simulate;
@@ -65,6 +66,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Send one cluster snapshot (JSON) to a running service and print its decision.
     Decide(serve_cmd::DecideArgs),
+    /// Rebuild the traffic of a decision log as a trace and compare the arms on it offline.
+    Replay(replay_cmd::Args),
     /// Benchmarks that print ratios and rates (not timed tests).
     Bench {
         #[command(subcommand)]
@@ -85,6 +88,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => serve_cmd::serve(&args),
         Command::Decide(args) => serve_cmd::decide(&args),
+        Command::Replay(args) => replay_cmd::run(&args),
         Command::Bench { command } => bench::run(&command),
     };
     match result {

@@ -15,6 +15,7 @@ pub mod http;
 pub mod metrics;
 pub mod model;
 pub mod reasons;
+pub mod replay;
 pub mod score;
 pub mod server;
 pub mod shield;

@@ -647,6 +647,23 @@ fn check_name(name: &str, path: impl FnOnce() -> String) -> Result<(), SnapshotE
     Ok(())
 }
 
+/// A snapshot job as the simulator's `JobSpec` (id 0, tenant as given), submitted `wait_ms`
+/// before `now`; the error names `path` (e.g. `pending[3]`).
+pub fn job_from_proto(
+    job: &proto::Job,
+    pending_index: usize,
+    tenant: TenantId,
+    now: SimTime,
+) -> Result<JobSpec, SnapshotError> {
+    job_spec(
+        job,
+        EntryPath::Pending(pending_index),
+        JobId(0),
+        tenant,
+        now,
+    )
+}
+
 /// `running[i].tasks` (formatted only for errors).
 #[derive(Debug, Clone, Copy)]
 struct RunTasks(usize);

@@ -1,0 +1,235 @@
+//! The service as operators run it: `lachesis serve` as a process, `lachesis decide` as its
+//! client, metrics and health over HTTP, graceful shutdown on SIGTERM, then `lachesis replay`
+//! of the decision log it wrote.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::lachesis;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Kills the server if a test fails midway.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text[9..12].parse().unwrap();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (code, body)
+}
+
+/// Snapshots of a small cluster over five minutes: jobs arrive, run and finish.
+fn snapshots() -> Vec<Value> {
+    let node = |name: &str| {
+        json!({"name": name, "gpu_model": "A100", "gpus": 8, "cpu_milli": 96000,
+               "mem_mib": 1048576})
+    };
+    let job = |id: &str, gpus: u32, wait_s: u64| {
+        json!({"id": id, "tenant": "t", "tasks": 1, "gpus_per_task": gpus,
+               "cpu_milli": 8000, "mem_mib": 65536, "wait_ms": wait_s * 1000})
+    };
+    let running = |id: &str, gpus: u32, wait_s: u64, node: &str, run_s: u64| {
+        json!({"job": job(id, gpus, wait_s), "run_ms": run_s * 1000,
+               "tasks": [{"node": node, "gpus": (0..gpus).collect::<Vec<_>>()}]})
+    };
+    let nodes = json!([node("n0"), node("n1")]);
+    vec![
+        json!({"now_ms": 0, "nodes": nodes, "pending": [job("a", 8, 0), job("b", 4, 0)]}),
+        json!({"now_ms": 60000, "nodes": nodes,
+               "running": [running("a", 8, 60, "n0", 60), running("b", 4, 60, "n1", 60)],
+               "pending": [job("c", 8, 10)]}),
+        json!({"now_ms": 120000, "nodes": nodes,
+               "running": [running("b", 4, 120, "n1", 120)],
+               "pending": [job("c", 8, 70)]}),
+        json!({"now_ms": 180000, "nodes": nodes,
+               "running": [running("c", 8, 130, "n0", 50)], "pending": []}),
+        json!({"now_ms": 300000, "nodes": nodes, "running": [], "pending": [job("d", 2, 0)]}),
+    ]
+}
+
+#[test]
+fn serve_decide_metrics_shutdown_and_replay() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("lachesis-serve-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("decisions.jsonl");
+    let config = dir.join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "model = {:?}\ndeadline_ms = 60000.0\n[routing]\nmode = \"shadow\"\n\
+             [grpc]\naddr = \"127.0.0.1:0\"\n[http]\naddr = \"127.0.0.1:0\"\n\
+             [decision_log]\npath = {:?}\n",
+            root.join("models/default").display().to_string(),
+            log.display().to_string()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "lachesis serve: gRPC on 127.0.0.1:PORT, HTTP on 127.0.0.1:PORT; model V (serving)"
+    assert!(line.starts_with("lachesis serve: gRPC on "), "{line}");
+    let grpc = line
+        .split_whitespace()
+        .nth(4)
+        .unwrap()
+        .trim_end_matches(',');
+    let http = line
+        .split_whitespace()
+        .nth(7)
+        .unwrap()
+        .trim_end_matches(';');
+    assert!(line.contains("(serving)"), "{line}");
+
+    for (k, snap) in snapshots().iter().enumerate() {
+        let path = dir.join(format!("snap{k}.json"));
+        std::fs::write(&path, snap.to_string()).unwrap();
+        let out = lachesis(&[
+            "decide",
+            "--server",
+            grpc,
+            "--snapshot",
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "snapshot {k}: {out:?}");
+    }
+
+    // The documented example snapshot (its clock is later than the sequence's).
+    let out = lachesis(&[
+        "decide",
+        "--server",
+        grpc,
+        "--snapshot",
+        root.join("docs/examples/snapshot.json").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["arm"], "shadow");
+    assert_eq!(answer["decided_by"], "tiresias/best-fit/las-preempt");
+    let placed = answer["placements"].as_array().unwrap().len();
+    let pending = answer["pending"].as_array().unwrap().len();
+    assert_eq!(placed + pending, 3, "{answer}");
+
+    // A bad snapshot file: the client names the file and the position.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\"now_ms\": -5, \"nodes\": []}").unwrap();
+    let out = lachesis(&[
+        "decide",
+        "--server",
+        grpc,
+        "--snapshot",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.json") && err.contains("line 1"), "{err}");
+    // A snapshot the server refuses: INVALID_ARGUMENT with the field path.
+    std::fs::write(&bad, "{\"now_ms\": 5, \"nodes\": []}").unwrap();
+    let out = lachesis(&[
+        "decide",
+        "--server",
+        grpc,
+        "--snapshot",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("InvalidArgument") && err.contains("snapshot.nodes"),
+        "{err}"
+    );
+
+    let (code, body) = http_get(http, "/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("lachesis_requests_total{rpc=\"Decide\",code=\"Ok\"} 6"),
+        "{body}"
+    );
+    assert!(body.contains("lachesis_requests_total{rpc=\"Decide\",code=\"InvalidArgument\"} 1"));
+    assert!(body.contains("lachesis_model_info{version="));
+    assert!(body.contains("lachesis_request_duration_seconds_bucket"));
+    assert_eq!(http_get(http, "/healthz").0, 200);
+    let (code, body) = http_get(http, "/readyz");
+    assert_eq!(code, 200, "{body}");
+
+    // Graceful shutdown: SIGTERM, exit 0, the log flushed.
+    let pid = server.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = server.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let records = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(records, 6);
+
+    // Replay: jobs a, b and c finished while logged; d and the example's pending jobs never
+    // started, its running ones were still running at the end.
+    let out_dir = dir.join("replay");
+    let out = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .current_dir(root)
+        .args([
+            "replay",
+            log.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--seeds",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("6 records"), "{text}");
+    assert!(
+        text.contains("9 seen, 3 finished while logged (replayed), 2 still running at the end and 4 never started"),
+        "{text}"
+    );
+    assert!(text.contains("shadow: the model agreed"), "{text}");
+    let trace = std::fs::read_to_string(out_dir.join("trace.csv")).unwrap();
+    assert_eq!(trace.lines().count(), 3 + 3, "{trace}");
+    let report = std::fs::read_to_string(out_dir.join("compare/comparison.json")).unwrap();
+    assert!(report.contains("rl:models/default"), "both arms compared");
+}
