@@ -177,8 +177,29 @@ fn serve_decide_metrics_shutdown_and_replay() {
     let (code, body) = http_get(http, "/readyz");
     assert_eq!(code, 200, "{body}");
 
-    // Graceful shutdown: SIGTERM, exit 0, the log flushed.
+    // SIGHUP reloads the configured model (the old one stays on failure).
     let pid = server.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    loop {
+        let (_, body) = http_get(http, "/metrics");
+        if body.contains("lachesis_model_reloads_total{result=\"ok\"} 1") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no reload after SIGHUP: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Graceful shutdown: SIGTERM, exit 0, the log flushed.
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])

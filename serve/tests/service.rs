@@ -617,3 +617,49 @@ async fn bad_snapshots_are_invalid_argument_with_the_field_path() {
     assert!(c.decide(request(base)).await.is_ok());
     running.shutdown().await.unwrap();
 }
+
+/// A model arm that takes its time.
+#[derive(Debug)]
+struct Slow;
+
+impl Policy for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn decide(&mut self, _: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        Ok(Decision::default())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_limit_sheds_load_with_resource_exhausted() {
+    let mut cfg = config(MODEL);
+    cfg.grpc.max_concurrency = 1;
+    cfg.grpc.queue_timeout_ms = 50;
+    let e = Engine::new(cfg, Arc::new(Metrics::new()))
+        .unwrap()
+        .with_model_policy(Arc::new(|| Box::new(Slow) as Box<dyn Policy>));
+    let running = lachesis_serve::start_with(Arc::new(e)).await.unwrap();
+    let addr = running.grpc_addr.to_string();
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                let mut c = client::connect(&addr, None, None).await.unwrap();
+                c.decide(request(small())).await.map(|_| ())
+            })
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for c in calls {
+        codes.push(
+            c.await
+                .unwrap()
+                .map_or_else(|s| s.code(), |()| tonic::Code::Ok),
+        );
+    }
+    codes.sort_by_key(|c| *c as i32);
+    assert_eq!(codes, vec![tonic::Code::Ok, tonic::Code::ResourceExhausted]);
+    running.shutdown().await.unwrap();
+}
