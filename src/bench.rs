@@ -1,8 +1,8 @@
 //! `lachesis bench sim`: simulator speed on the shared traces and at scale (`bench read`: trace
 //! reading; `bench fgd`: the FGD paper's experiment, in `bench_fgd`; `bench env` and `bench
 //! infer`: gym environment steps and learned-policy decisions, in `bench_env` and
-//! `bench_infer`). Prints rates and ratios measured side by side in one run; repeat runs and
-//! quote medians.
+//! `bench_infer`; `bench serve`: the decision service end to end, in `bench_serve`). Prints
+//! rates and ratios measured side by side in one run; repeat runs and quote medians.
 
 use anyhow::{Context, Result};
 use lachesis_env::cluster::{ClusterSpec, load_cluster};
@@ -58,6 +58,10 @@ pub enum Command {
     /// Cost of one learned-policy decision (Scorer forward and masked argmax) on one core,
     /// against 1 ms.
     Infer(crate::bench_infer::Args),
+    /// The decision service end to end: `lachesis serve` as a separate process, `Decide` load
+    /// over loopback gRPC; latency percentiles, decisions/s and an optional soak, against the
+    /// issue's targets.
+    Serve(crate::bench_serve::Args),
 }
 
 pub fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
@@ -100,6 +104,7 @@ pub fn run(cmd: &Command) -> Result<()> {
         Command::Fgd(args) => crate::bench_fgd::run(args),
         Command::Env(args) => crate::bench_env::run(args),
         Command::Infer(args) => crate::bench_infer::run(args),
+        Command::Serve(args) => crate::bench_serve::run(args),
     }
 }
 

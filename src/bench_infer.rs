@@ -79,7 +79,8 @@ fn process_threads() -> Option<usize> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The nearest-rank `p` quantile (0-1) of `sorted`, which must not be empty.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
 }

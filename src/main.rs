@@ -25,6 +25,7 @@ mod bench;
 mod bench_env;
 mod bench_fgd;
 mod bench_infer;
+mod bench_serve;
 mod compare;
 mod policies;
 mod progress;

@@ -513,6 +513,47 @@ fn bench_infer_prints_the_decision_time_against_1_ms() {
 }
 
 #[test]
+fn bench_serve_drives_a_separate_service_process_without_errors() {
+    let out = stdout_of(&[
+        "bench",
+        "serve",
+        "--scenarios",
+        "heuristic-1000x100",
+        "--throughput-s",
+        "1",
+        "--concurrency",
+        "2",
+        "--nodes",
+        "50",
+        "--pending",
+        "10",
+    ]);
+    assert!(out.contains("cores"), "{out}");
+    let header: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("scenario "))
+        .unwrap_or_else(|| panic!("no table header in:\n{out}"))
+        .split_whitespace()
+        .collect();
+    let row: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("heuristic-1000x100 "))
+        .unwrap_or_else(|| panic!("no heuristic row in:\n{out}"))
+        .split_whitespace()
+        .collect();
+    let cell = |name: &str| {
+        let i = header.iter().position(|h| *h == name).expect("a column");
+        row[i]
+    };
+    assert_eq!(cell("snapshot"), "50x10", "{out}");
+    assert_eq!(cell("conc"), "2", "{out}");
+    assert_eq!(cell("errors"), "0", "{out}");
+    let rate: f64 = cell("decisions/s").parse().expect("a rate");
+    assert!(rate > 0.0, "{out}");
+    assert!(out.contains(">= 2,000 decisions/s: "), "{out}");
+}
+
+#[test]
 fn policy_config_tunes_tiresias_and_rejects_unknown_fields() {
     let dir =
         std::env::temp_dir().join(format!("lachesis-cli-{}-policy-config", std::process::id()));

@@ -28,6 +28,9 @@ impl From<tonic::Status> for ClientError {
     }
 }
 
+/// A connected `lachesis.v1.Scheduler` client.
+pub type Client = SchedulerClient<Channel>;
+
 /// Opens a channel to `addr` (`host:port`, or a full `http(s)://` URI). With `ca`, TLS is
 /// used and the server's certificate checked against it (`domain` names the certificate's
 /// subject; default `localhost`).
@@ -35,7 +38,7 @@ pub async fn connect(
     addr: &str,
     ca: Option<&Path>,
     domain: Option<&str>,
-) -> Result<SchedulerClient<Channel>, ClientError> {
+) -> Result<Client, ClientError> {
     Ok(SchedulerClient::new(channel(addr, ca, domain).await?)
         .max_decoding_message_size(64 * 1024 * 1024)
         .max_encoding_message_size(64 * 1024 * 1024))
