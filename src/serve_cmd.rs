@@ -61,7 +61,11 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(lachesis_serve::run(cfg))?;
+    let result = runtime.block_on(lachesis_serve::run(cfg));
+    // A model computation that outlived its deadline may still run on the blocking pool; its
+    // answer is no longer wanted, so shutdown does not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result?;
     Ok(())
 }
 

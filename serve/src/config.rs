@@ -19,6 +19,9 @@ pub struct ServeConfig {
     pub fallback: Vec<String>,
     /// How long the model may take for one decision, ms; then the chain answers.
     pub deadline_ms: f64,
+    /// Model computations at once (0: one per core). A computation past its deadline keeps
+    /// its slot until it ends; with every slot busy the model is not asked (`busy`).
+    pub model_slots: usize,
     /// The model's validation bar: served only if its validation average JCT relative to its
     /// best baseline (manifest's validation table) is at most this; else cold start.
     pub max_relative_jct: f64,
@@ -36,6 +39,7 @@ impl Default for ServeConfig {
             baseline: "tiresias/best-fit/las-preempt".into(),
             fallback: vec!["fifo/first-fit".into()],
             deadline_ms: 50.0,
+            model_slots: 0,
             max_relative_jct: 1.02,
             routing: RoutingConfig::default(),
             grpc: GrpcConfig::default(),

@@ -53,6 +53,9 @@ pub struct Engine {
     log: Option<DecisionLog>,
     model_override: Option<PolicyFactory>,
     requests: AtomicU64,
+    /// Model computations allowed at once (one per core): a computation holds its slot until
+    /// it really ends, even past its deadline.
+    model_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -101,6 +104,10 @@ impl Engine {
         if let ModelState::Failed { path, detail, .. } = &state {
             tracing::warn!(path = %path.display(), %detail, "model not loaded: the fallback chain answers");
         }
+        let slots = match cfg.model_slots {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        };
         let log = match &cfg.decision_log.path {
             Some(_) => Some(DecisionLog::start(&cfg.decision_log, Arc::clone(&metrics))?),
             None => None,
@@ -112,6 +119,7 @@ impl Engine {
             log,
             model_override: None,
             requests: AtomicU64::new(0),
+            model_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
         })
     }
 
@@ -237,9 +245,17 @@ impl Engine {
                     }
                 },
             };
+        let Ok(slot) = Arc::clone(&self.model_slots).try_acquire_owned() else {
+            return Err(Ok(ModelFailure {
+                reason: FallbackReason::Busy,
+                detail: "every model slot is busy with computations past their deadline".into(),
+                world: world.map(Box::new),
+            }));
+        };
         let snap = Arc::clone(snapshot);
         let metrics = Arc::clone(&self.metrics);
         let task = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let world = match world {
                 Some(w) => w,
                 None => match World::build(&snap) {

@@ -19,6 +19,9 @@ pub enum FallbackReason {
     Error,
     Nan,
     Timeout,
+    /// Every model slot is still busy (with computations past their deadline): the model is
+    /// not asked, so late computations cannot pile up.
+    Busy,
     Shield,
 }
 
@@ -32,6 +35,7 @@ impl FallbackReason {
             FallbackReason::Error => "error",
             FallbackReason::Nan => "nan",
             FallbackReason::Timeout => "timeout",
+            FallbackReason::Busy => "busy",
             FallbackReason::Shield => "shield",
         }
     }

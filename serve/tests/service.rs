@@ -663,3 +663,27 @@ async fn concurrency_limit_sheds_load_with_resource_exhausted() {
     assert_eq!(codes, vec![tonic::Code::Ok, tonic::Code::ResourceExhausted]);
     running.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_model_computations_hold_their_slot_and_the_model_is_skipped_when_busy() {
+    let mut cfg = config(MODEL);
+    cfg.deadline_ms = 50.0;
+    cfg.model_slots = 1;
+    let e = Arc::new(
+        Engine::new(cfg, Arc::new(Metrics::new()))
+            .unwrap()
+            .with_model_policy(Arc::new(|| Box::new(Slow) as Box<dyn Policy>)),
+    );
+    let first = e.decide(request(small())).await.unwrap();
+    assert_eq!(first.fallbacks[0].reason, "timeout");
+    // The slow computation still runs (400 ms): the next request does not wait for it.
+    let second = e.decide(request(small())).await.unwrap();
+    assert_eq!(second.fallbacks[0].reason, "busy");
+    assert_eq!(fallbacks(&e, "busy"), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let third = e.decide(request(small())).await.unwrap();
+    assert_eq!(
+        third.fallbacks[0].reason, "timeout",
+        "the slot is free again"
+    );
+}
