@@ -245,13 +245,26 @@ impl Engine {
                     }
                 },
             };
-        let Ok(slot) = Arc::clone(&self.model_slots).try_acquire_owned() else {
-            return Err(Ok(ModelFailure {
-                reason: FallbackReason::Busy,
-                detail: "every model slot is busy with computations past their deadline".into(),
-                world: world.map(Box::new),
-            }));
-        };
+        // A slot is waited for within the deadline (concurrent requests queue for the cores);
+        // none freeing in time means the slots hold computations past their deadline.
+        let deadline = Duration::from_secs_f64(self.cfg.deadline_ms / 1000.0);
+        let waiting = Instant::now();
+        let slot =
+            match tokio::time::timeout(deadline, Arc::clone(&self.model_slots).acquire_owned())
+                .await
+            {
+                Ok(Ok(slot)) => slot,
+                _ => {
+                    return Err(Ok(ModelFailure {
+                        reason: FallbackReason::Busy,
+                        detail: "no model slot freed within the deadline (they hold computations \
+                             past their own)"
+                            .into(),
+                        world: world.map(Box::new),
+                    }));
+                }
+            };
+        let deadline = deadline.saturating_sub(waiting.elapsed());
         let snap = Arc::clone(snapshot);
         let metrics = Arc::clone(&self.metrics);
         let task = tokio::task::spawn_blocking(move || {
@@ -281,7 +294,6 @@ impl Engine {
             );
             ModelRun::Done(Box::new(world), result)
         });
-        let deadline = Duration::from_secs_f64(self.cfg.deadline_ms / 1000.0);
         let outcome = tokio::time::timeout(deadline, task).await;
         let fail = |reason, detail: String, world| {
             Err(Ok(ModelFailure {

@@ -195,6 +195,7 @@ impl World {
         let real_jobs = jobs.len();
 
         let mut state = ClusterState::new(Arc::clone(&spec));
+        let mut load = Vec::with_capacity(placements.len());
         for (id, run_index, tasks) in &placements {
             let job = &jobs[id.index()];
             let path = RunTasks(*run_index);
@@ -218,17 +219,23 @@ impl World {
                     .collect::<Result<Vec<u8>, _>>()?;
                 placed.push(TaskPlacement { node, gpus });
             }
-            state.allocate(job, placed).map_err(|e| {
-                let why = match &e {
-                    StateError::Infeasible { reason, .. } => describe(reason, &spec),
-                    other => other.to_string(),
-                };
-                bad(
-                    path.to_string(),
-                    format!("job {:?} cannot hold this placement: {why}", job.name),
-                )
-            })?;
+            load.push((job, placed));
         }
+        // One index rebuild for all running jobs rather than one update per task.
+        state.allocate_many(load).map_err(|(i, e)| {
+            let (id, run_index, _) = placements[i];
+            let why = match &e {
+                StateError::Infeasible { reason, .. } => describe(reason, &spec),
+                other => other.to_string(),
+            };
+            bad(
+                RunTasks(run_index).to_string(),
+                format!(
+                    "job {:?} cannot hold this placement: {why}",
+                    jobs[id.index()].name
+                ),
+            )
+        })?;
 
         let mut world = World {
             now,

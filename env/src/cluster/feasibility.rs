@@ -517,3 +517,59 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod allocate_many_tests {
+    use super::*;
+    use crate::cluster::tests::uniform;
+    use crate::job::{TaskRequest, tests::job};
+
+    /// Loading jobs in bulk ends in the very state (free capacity and index) that placing them
+    /// one by one reaches, and a refused job leaves the ones before it placed.
+    #[test]
+    fn bulk_allocation_equals_one_by_one() {
+        let spec = Arc::new(uniform(6, 8, "V100", 64_000, 512_000));
+        let mut jobs = Vec::new();
+        for i in 0..10u32 {
+            let mut j = job(
+                &format!("j{i}"),
+                0,
+                TaskRequest::whole(1 + i % 4, 4_000, 8_000),
+            );
+            j.id = crate::units::JobId(i);
+            jobs.push(j);
+        }
+        let mut one = ClusterState::new(Arc::clone(&spec));
+        let mut placements = Vec::new();
+        for j in &jobs {
+            let tasks = one
+                .find_job_placement(j, FitStrategy::BestFit)
+                .expect("room for every test job");
+            one.allocate(j, tasks.clone()).expect("it was just found");
+            placements.push(tasks);
+        }
+        let mut bulk = ClusterState::new(Arc::clone(&spec));
+        bulk.allocate_many(jobs.iter().zip(placements.iter().cloned()))
+            .expect("the same placements fit");
+        bulk.check_invariants().expect("bulk state consistent");
+        for n in spec.node_ids() {
+            assert_eq!(bulk.gpu_free(n), one.gpu_free(n));
+            assert_eq!(bulk.cpu_free(n), one.cpu_free(n));
+            assert_eq!(bulk.mem_free(n), one.mem_free(n));
+        }
+        // Placing the first job twice is refused at position 10; the others stay.
+        let mut again = ClusterState::new(Arc::clone(&spec));
+        let twice = jobs
+            .iter()
+            .zip(placements.iter().cloned())
+            .chain(std::iter::once((&jobs[0], placements[0].clone())));
+        let (at, _) = again.allocate_many(twice).expect_err("a job placed twice");
+        assert_eq!(at, 10);
+        again
+            .check_invariants()
+            .expect("consistent after a refusal");
+        for n in spec.node_ids() {
+            assert_eq!(again.gpu_free(n), one.gpu_free(n));
+        }
+    }
+}

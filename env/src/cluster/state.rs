@@ -74,6 +74,8 @@ pub struct ClusterState {
     idle_watts: f64,
     /// Allocated milli-CPU over the whole cluster.
     allocated_cpu_milli: u64,
+    /// True while `allocate_many` loads jobs: the index is rebuilt once at the end.
+    index_deferred: bool,
 }
 
 impl ClusterState {
@@ -99,6 +101,7 @@ impl ClusterState {
             running: BTreeMap::new(),
             idle_watts: 0.0,
             allocated_cpu_milli: 0,
+            index_deferred: false,
         };
         state.idle_watts = state
             .spec
@@ -209,6 +212,27 @@ impl ClusterState {
             },
         );
         Ok(())
+    }
+
+    /// `allocate` for each job in order (loading a whole snapshot), with the free-capacity
+    /// index rebuilt once at the end instead of updated per task. On the first refusal, the
+    /// jobs before it stay placed and the error comes with the refused job's position.
+    pub fn allocate_many<'a>(
+        &mut self,
+        jobs: impl IntoIterator<Item = (&'a JobSpec, Vec<TaskPlacement>)>,
+    ) -> Result<(), (usize, StateError)> {
+        self.index_deferred = true;
+        let mut result = Ok(());
+        for (i, (job, tasks)) in jobs.into_iter().enumerate() {
+            if let Err(e) = self.allocate(job, tasks) {
+                result = Err((i, e));
+                break;
+            }
+        }
+        self.index_deferred = false;
+        let keys = self.spec.node_ids().map(|n| self.compute_key(n)).collect();
+        self.index = FreeIndex::new(keys, self.spec.models.len());
+        result
     }
 
     /// Frees everything `job` holds (it finished).
@@ -322,7 +346,9 @@ impl ClusterState {
         if let Some(m) = self.spec.node(node).gpu_model {
             self.allocated_by_model[m.index()] += task.gpu_milli_total();
         }
-        self.index.update(node, self.compute_key(node));
+        if !self.index_deferred {
+            self.index.update(node, self.compute_key(node));
+        }
         Ok(())
     }
 
@@ -350,7 +376,9 @@ impl ClusterState {
         if let Some(m) = spec.gpu_model {
             self.allocated_by_model[m.index()] -= task.gpu_milli_total();
         }
-        self.index.update(node, self.compute_key(node));
+        if !self.index_deferred {
+            self.index.update(node, self.compute_key(node));
+        }
     }
 
     /// Why `t` cannot take `task` now, if it cannot.
