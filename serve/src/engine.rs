@@ -265,6 +265,14 @@ impl Engine {
                 }
             };
         let deadline = deadline.saturating_sub(waiting.elapsed());
+        if deadline.is_zero() {
+            // No time left (or a zero deadline): the timer would race the task; decide now.
+            return Err(Ok(ModelFailure {
+                reason: FallbackReason::Timeout,
+                detail: format!("no time left of the {} ms deadline", self.cfg.deadline_ms),
+                world: world.map(Box::new),
+            }));
+        }
         let snap = Arc::clone(snapshot);
         let metrics = Arc::clone(&self.metrics);
         let task = tokio::task::spawn_blocking(move || {

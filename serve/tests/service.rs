@@ -264,6 +264,8 @@ async fn every_fallback_reason_falls_back_and_is_counted() {
             },
             false,
         ),
+        // A real model computation outliving a real deadline is shown by
+        // late_model_computations_hold_their_slot_and_the_model_is_skipped_when_busy.
         (
             "below-bar",
             ServeConfig {
