@@ -336,11 +336,14 @@ impl Engine {
         }
     }
 
-    /// The model arm with the chain behind it.
+    /// The model arm with the chain behind it. When the model's task keeps the world (a
+    /// timeout), the chain decides on `backup` if given (A/B: the arm's own view), else on the
+    /// snapshot rebuilt.
     async fn model_then_chain(
         self: &Arc<Self>,
         snapshot: &Arc<proto::Snapshot>,
         world: Option<World>,
+        backup: Option<World>,
     ) -> Result<(World, Answer), Status> {
         match self.run_model(snapshot, world).await {
             Ok(done) => Ok(done),
@@ -354,10 +357,10 @@ impl Engine {
                 let first = fallback(&from, failure.reason, failure.detail);
                 let this = Arc::clone(self);
                 let snap = Arc::clone(snapshot);
-                let world = failure.world;
+                let world = failure.world.map(|w| *w).or(backup);
                 blocking(move || {
                     let world = match world {
-                        Some(w) => *w,
+                        Some(w) => w,
                         None => World::build(&snap).map_err(invalid)?,
                     };
                     let answer = this.run_chain(&world, vec![first]);
@@ -438,10 +441,10 @@ impl Engine {
         let mut shadow = None;
         let (world, answer) = match mode {
             RoutingMode::Baseline => self.chain_only(&snapshot, Vec::new()).await?,
-            RoutingMode::Model => self.model_then_chain(&snapshot, None).await?,
+            RoutingMode::Model => self.model_then_chain(&snapshot, None, None).await?,
             RoutingMode::Shadow => {
                 let (model, base) = tokio::join!(
-                    self.model_then_chain(&snapshot, None),
+                    self.model_then_chain(&snapshot, None, None),
                     self.chain_only(&snapshot, Vec::new())
                 );
                 let base = base?;
@@ -527,7 +530,9 @@ impl Engine {
             let keep: std::collections::HashSet<JobId> = jobs.iter().copied().collect();
             world.retain_pending(|j| keep.contains(&j));
             let (w, answer) = if model_arm {
-                self.model_then_chain(snapshot, Some(world)).await?
+                let backup = world.clone();
+                self.model_then_chain(snapshot, Some(world), Some(backup))
+                    .await?
             } else {
                 let this = Arc::clone(self);
                 blocking(move || {

@@ -47,7 +47,7 @@ fn bad(path: impl Into<String>, message: impl Into<String>) -> SnapshotError {
 /// A validated snapshot in the simulator's types. Job ids follow submit order (oldest first),
 /// as `DecisionContext` expects; reservations for capacity held by things the snapshot does not
 /// list as running are non-preemptible pseudo-jobs after the real ones.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct World {
     now: SimTime,
     jobs: Vec<JobSpec>,

@@ -689,3 +689,37 @@ async fn late_model_computations_hold_their_slot_and_the_model_is_skipped_when_b
         "the slot is free again"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ab_with_a_model_past_its_deadline_falls_back_for_the_treatment_jobs_only() {
+    let mut cfg = config(MODEL);
+    cfg.routing.mode = RoutingMode::Ab;
+    cfg.routing.percent = 50.0;
+    cfg.routing.key = SplitKey::Job;
+    cfg.deadline_ms = 50.0;
+    let baseline = cfg.baseline.clone();
+    let e = Arc::new(
+        Engine::new(cfg, Arc::new(Metrics::new()))
+            .unwrap()
+            .with_model_policy(Arc::new(|| Box::new(Slow) as Box<dyn Policy>)),
+    );
+    for k in 0..4 {
+        let snap = synthetic::snapshot(40, 30, 0.3, k);
+        let answer = e
+            .decide(proto::DecideRequest {
+                snapshot: Some(snap.clone()),
+                request_id: format!("ab-{k}"),
+            })
+            .await
+            .unwrap();
+        let reasons: Vec<&str> = answer.fallbacks.iter().map(|f| f.reason.as_str()).collect();
+        assert!(reasons.contains(&"timeout"), "{reasons:?}");
+        assert!(
+            !reasons.contains(&"shield"),
+            "the merge stays consistent: {reasons:?}"
+        );
+        assert_eq!(answer.decided_by, format!("{baseline}+{baseline}"));
+        assert_applies(&snap, &answer);
+        tokio::time::sleep(std::time::Duration::from_millis(450)).await;
+    }
+}
