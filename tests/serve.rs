@@ -254,3 +254,78 @@ fn serve_decide_metrics_shutdown_and_replay() {
     let report = std::fs::read_to_string(out_dir.join("compare/comparison.json")).unwrap();
     assert!(report.contains("rl:models/default"), "both arms compared");
 }
+
+/// A model computation past its deadline keeps running on the blocking pool; SIGTERM must not
+/// wait for it (it once kept the process alive 15-35 s).
+#[test]
+fn sigterm_does_not_wait_for_a_model_computation_past_its_deadline() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("lachesis-serve-late-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Big enough that the model (LAS preemption candidates over ~1,000 running jobs) takes
+    // seconds even in release, and far longer in a debug build.
+    let snap = lachesis_serve::synthetic::snapshot(800, 100, 0.9, 1);
+    let snap_path = dir.join("big.json");
+    std::fs::write(&snap_path, serde_json::to_string(&snap).unwrap()).unwrap();
+    let config = dir.join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "model = {:?}\ndeadline_ms = 20.0\n[grpc]\naddr = \"127.0.0.1:0\"\n[http]\naddr = \"\"\n",
+            root.join("models/default").display().to_string()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let grpc = line
+        .split_whitespace()
+        .nth(4)
+        .unwrap()
+        .trim_end_matches(';');
+    let out = lachesis(&[
+        "decide",
+        "--server",
+        grpc,
+        "--snapshot",
+        snap_path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer["fallbacks"][0]["reason"], "timeout",
+        "{}",
+        answer["fallbacks"]
+    );
+    // The model is still computing; stop the server now.
+    let pid = server.0.id().to_string();
+    let started = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = loop {
+        if let Some(s) = server.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "still running 6 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+}
