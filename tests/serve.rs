@@ -16,6 +16,51 @@ use std::time::{Duration, Instant};
 /// Kills the server if a test fails midway.
 struct Server(Child);
 
+impl Server {
+    /// `lachesis serve --config CONFIG`, and the line it prints once it listens.
+    fn start(config: &Path) -> (Server, String) {
+        let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = Server(child);
+        let mut line = String::new();
+        BufReader::new(server.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (server, line)
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([name, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    /// SIGTERM, then the exit status, which must come within `bound`.
+    fn terminate(&mut self, bound: Duration) -> std::process::ExitStatus {
+        let started = Instant::now();
+        self.signal("-TERM");
+        loop {
+            if let Some(s) = self.0.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                started.elapsed() < bound,
+                "still running {bound:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -81,17 +126,7 @@ fn serve_decide_metrics_shutdown_and_replay() {
         ),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Server(child);
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut server, line) = Server::start(&config);
     // "lachesis serve: gRPC on 127.0.0.1:PORT, HTTP on 127.0.0.1:PORT; model V (serving)"
     assert!(line.starts_with("lachesis serve: gRPC on "), "{line}");
     let grpc = line
@@ -178,14 +213,7 @@ fn serve_decide_metrics_shutdown_and_replay() {
     assert_eq!(code, 200, "{body}");
 
     // SIGHUP reloads the configured model (the old one stays on failure).
-    let pid = server.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    server.signal("-HUP");
     let started = Instant::now();
     loop {
         let (_, body) = http_get(http, "/metrics");
@@ -200,24 +228,7 @@ fn serve_decide_metrics_shutdown_and_replay() {
     }
 
     // Graceful shutdown: SIGTERM, exit 0, the log flushed.
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = server.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = server.terminate(Duration::from_secs(20));
     assert!(status.success(), "{status:?}");
     let records = std::fs::read_to_string(&log).unwrap().lines().count();
     assert_eq!(records, 6);
@@ -277,17 +288,7 @@ fn sigterm_does_not_wait_for_a_model_computation_past_its_deadline() {
         ),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = Server(child);
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut server, line) = Server::start(&config);
     let grpc = line
         .split_whitespace()
         .nth(4)
@@ -308,24 +309,6 @@ fn sigterm_does_not_wait_for_a_model_computation_past_its_deadline() {
         answer["fallbacks"]
     );
     // The model is still computing; stop the server now.
-    let pid = server.0.id().to_string();
-    let started = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = loop {
-        if let Some(s) = server.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(6),
-            "still running 6 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = server.terminate(Duration::from_secs(6));
     assert!(status.success(), "{status:?}");
 }
