@@ -25,6 +25,8 @@ pub struct ServeConfig {
     /// The model's validation bar: served only if its validation average JCT relative to its
     /// best baseline (manifest's validation table) is at most this; else cold start.
     pub max_relative_jct: f64,
+    /// How long a node agent's report (`ReportNodes`) is trusted, ms.
+    pub inventory_ttl_ms: u64,
     pub routing: RoutingConfig,
     pub grpc: GrpcConfig,
     pub http: HttpConfig,
@@ -41,6 +43,7 @@ impl Default for ServeConfig {
             deadline_ms: 50.0,
             model_slots: 0,
             max_relative_jct: 1.02,
+            inventory_ttl_ms: 60_000,
             routing: RoutingConfig::default(),
             grpc: GrpcConfig::default(),
             http: HttpConfig::default(),

@@ -7,6 +7,7 @@
 
 use crate::config::{RoutingMode, ServeConfig, SplitKey};
 use crate::decision_log::{DecisionLog, LogRecord};
+use crate::inventory::NodeInventory;
 use crate::metrics::Metrics;
 use crate::model::{FallbackReason, Fnv, LoadedModel, ModelState};
 use crate::proto;
@@ -56,6 +57,7 @@ pub struct Engine {
     /// Model computations allowed at once (one per core): a computation holds its slot until
     /// it really ends, even past its deadline.
     model_slots: Arc<tokio::sync::Semaphore>,
+    inventory: NodeInventory,
 }
 
 impl std::fmt::Debug for Engine {
@@ -108,6 +110,7 @@ impl Engine {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
             n => n,
         };
+        let cfg_inventory_ttl = cfg.inventory_ttl_ms;
         let log = match &cfg.decision_log.path {
             Some(_) => Some(DecisionLog::start(&cfg.decision_log, Arc::clone(&metrics))?),
             None => None,
@@ -120,6 +123,7 @@ impl Engine {
             model_override: None,
             requests: AtomicU64::new(0),
             model_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+            inventory: NodeInventory::new(std::time::Duration::from_millis(cfg_inventory_ttl)),
         })
     }
 
@@ -131,6 +135,10 @@ impl Engine {
 
     pub fn config(&self) -> &ServeConfig {
         &self.cfg
+    }
+    /// The node agents' latest reports.
+    pub fn inventory(&self) -> &NodeInventory {
+        &self.inventory
     }
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics

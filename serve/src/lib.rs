@@ -12,6 +12,7 @@ pub mod config;
 pub mod decision_log;
 pub mod engine;
 pub mod http;
+pub mod inventory;
 pub mod metrics;
 pub mod model;
 pub mod reasons;

@@ -177,6 +177,25 @@ impl Scheduler for SchedulerService {
         .await
     }
 
+    async fn report_nodes(
+        &self,
+        request: Request<proto::ReportNodesRequest>,
+    ) -> Result<Response<proto::ReportNodesResponse>, Status> {
+        let engine = Arc::clone(&self.engine);
+        let (meta, _, body) = request.into_parts();
+        self.guarded("ReportNodes", &meta, false, async move {
+            let inventory = engine.inventory();
+            let accepted = inventory
+                .report(&body.nodes, &body.source)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            Ok(proto::ReportNodesResponse {
+                accepted: accepted as u32,
+                known: inventory.len() as u32,
+            })
+        })
+        .await
+    }
+
     async fn reload_model(
         &self,
         request: Request<proto::ReloadModelRequest>,
