@@ -20,6 +20,7 @@ pub mod replay;
 pub mod score;
 pub mod server;
 pub mod shield;
+pub mod slurm;
 pub mod synthetic;
 pub mod world;
 
