@@ -33,6 +33,7 @@ mod replay_cmd;
 mod report;
 mod serve_cmd;
 mod simulate;
+mod slurm_cmd;
 mod trace_cmd;
 mod train_cmd;
 
@@ -67,6 +68,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Send one cluster snapshot (JSON) to a running service and print its decision.
     Decide(serve_cmd::DecideArgs),
+    /// Drive a Slurm controller: hold jobs, ask the service, pin and release them.
+    SlurmBridge(slurm_cmd::Args),
     /// Rebuild the traffic of a decision log as a trace and compare the arms on it offline.
     Replay(replay_cmd::Args),
     /// Benchmarks that print ratios and rates (not timed tests).
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::serve(&args),
         Command::Decide(args) => serve_cmd::decide(&args),
         Command::Replay(args) => replay_cmd::run(&args),
+        Command::SlurmBridge(args) => slurm_cmd::run(&args),
         Command::Bench { command } => bench::run(&command),
     };
     match result {

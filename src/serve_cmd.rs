@@ -94,7 +94,7 @@ pub fn decide(args: &DecideArgs) -> Result<()> {
 }
 
 /// Structured logs on stderr; `RUST_LOG`-style level from `LACHESIS_LOG` (default info).
-fn init_logging(json: bool) {
+pub fn init_logging(json: bool) {
     let level = std::env::var("LACHESIS_LOG")
         .ok()
         .and_then(|l| l.parse::<tracing::Level>().ok())

@@ -280,9 +280,11 @@ impl<C: SlurmCtl> Bridge<C> {
                 &self.cfg,
                 &partitions,
                 &group_nodes,
-                &nodes,
-                &jobs,
-                &roles,
+                &translate::View {
+                    nodes: &nodes,
+                    jobs: &jobs,
+                    roles: &roles,
+                },
                 &usage,
                 now,
             );

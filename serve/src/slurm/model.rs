@@ -240,7 +240,7 @@ impl SlurmJob {
             gpu_type = g.kind.clone();
         } else if let Some(g) = per_job.first() {
             gpu_type = g.kind.clone();
-            if g.count % nodes == 0 {
+            if g.count.is_multiple_of(nodes) {
                 gpus_per_node = g.count / nodes;
             } else {
                 gpu_shape_error = Some(format!(
@@ -250,7 +250,7 @@ impl SlurmJob {
             }
         } else if let Some(g) = per_task.first() {
             gpu_type = g.kind.clone();
-            if tasks % nodes == 0 {
+            if tasks.is_multiple_of(nodes) {
                 gpus_per_node = g.count * (tasks / nodes);
             } else {
                 gpu_shape_error = Some(format!(

@@ -234,10 +234,12 @@ SchedulerParameters=batch_sched_delay=0,default_queue_depth=10000,bf_interval=1\
                 .args(["-h", "-N", "-o", "%N %T"])
                 .output()
                 .is_ok_and(|o| {
+                    // One line per node and partition.
                     String::from_utf8_lossy(&o.stdout)
                         .lines()
-                        .filter(|l| l.ends_with(" idle"))
-                        .count()
+                        .filter_map(|l| l.strip_suffix(" idle"))
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len()
                         == want
                 })
         })?;

@@ -151,7 +151,7 @@ pub fn node_can_run(job: &SlurmJob, n: &SlurmNode) -> Result<(), String> {
     if !n.usable() {
         return Err(format!("node {name} is {}", n.state));
     }
-    if !n.partitions.iter().any(|p| *p == job.partition) {
+    if !n.partitions.contains(&job.partition) {
         return Err(format!("node {name} is not in partition {}", job.partition));
     }
     if job.exc_nodes.contains(name) {
@@ -215,17 +215,24 @@ pub fn groups(
         .collect()
 }
 
+/// What Slurm showed this cycle, and each job's role.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    pub nodes: &'a [SlurmNode],
+    pub jobs: &'a [SlurmJob],
+    pub roles: &'a BTreeMap<u64, Role>,
+}
+
 /// The snapshot of one group.
 pub fn snapshot(
     cfg: &BridgeConfig,
     partitions: &[String],
     group_nodes: &BTreeSet<String>,
-    nodes: &[SlurmNode],
-    jobs: &[SlurmJob],
-    roles: &BTreeMap<u64, Role>,
+    view: &View<'_>,
     usage: &BTreeMap<String, Usage>,
     now_ms: u64,
 ) -> Group {
+    let View { nodes, jobs, roles } = *view;
     let now_s = now_ms / 1000;
     let mut usage: BTreeMap<String, Usage> = usage
         .iter()

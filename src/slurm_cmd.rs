@@ -1,0 +1,85 @@
+//! `lachesis slurm-bridge`: Lachesis behind a real Slurm controller (see docs/slurm.md).
+
+use anyhow::{Context, Result};
+use lachesis_serve::slurm::{Bridge, BridgeConfig, CommandCtl};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Bridge configuration (TOML; deploy/slurm/bridge.toml is a commented example).
+    #[arg(long)]
+    config: PathBuf,
+    /// Run one cycle and exit.
+    #[arg(long)]
+    once: bool,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    log_json: bool,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    crate::serve_cmd::init_logging(args.log_json);
+    let cfg = BridgeConfig::load(&args.config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(bridge_loop(cfg, args.once))
+}
+
+async fn bridge_loop(cfg: BridgeConfig, once: bool) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let interval = Duration::from_millis(cfg.interval_ms);
+    let ctl = CommandCtl::new(&cfg.slurm);
+    let mut bridge = Bridge::new(cfg, ctl)?;
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    println!(
+        "lachesis slurm-bridge: deciding through {} every {} ms",
+        bridge.config().service.addr,
+        interval.as_millis()
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    loop {
+        let started = std::time::Instant::now();
+        match bridge.cycle().await {
+            Ok(r) => {
+                if !(r.placed.is_empty()
+                    && r.preempted.is_empty()
+                    && r.to_slurm.is_empty()
+                    && r.refused.is_empty()
+                    && r.reheld.is_empty())
+                {
+                    tracing::info!(
+                        candidates = r.candidates,
+                        placed = r.placed.len(),
+                        preempted = ?r.preempted,
+                        refused = r.refused.len(),
+                        to_slurm = r.to_slurm.len(),
+                        reheld = ?r.reheld,
+                        decided_by = ?r.decided_by,
+                        fallbacks = ?r.fallbacks,
+                        ms = started.elapsed().as_millis() as u64,
+                        "cycle"
+                    );
+                }
+            }
+            // Slurm itself failing (controller down, a command refused) is not fatal: the
+            // next cycle re-reads everything.
+            Err(e) => tracing::warn!(error = %e, "cycle failed"),
+        }
+        if once {
+            return Ok(());
+        }
+        let wait = interval.saturating_sub(started.elapsed());
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    tracing::info!("stopping");
+    Ok(())
+}

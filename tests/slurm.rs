@@ -1,0 +1,512 @@
+//! The Slurm bridge on a real Slurm cluster: `slurmctld` and one `slurmd` per virtual node on
+//! localhost (typed fake GPUs), started by the test itself through
+//! `lachesis_serve::slurm::testbed`; `lachesis serve` and `lachesis slurm-bridge` as processes.
+//!
+//! Where Slurm is not installed these tests print why they were skipped; with `CI=true` they
+//! must run (`.ci/run` installs `slurm-wlm`).
+
+#![allow(clippy::unwrap_used)]
+
+use lachesis_serve::decision_log::LogLine;
+use lachesis_serve::slurm::model::SlurmJob;
+use lachesis_serve::slurm::testbed::{self, NodeGroup, Testbed, TestbedSpec};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One Slurm cluster at a time: the daemons and the 2 cores are shared.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The testbed, or `None` (with the reason printed) where Slurm cannot run; in CI, a failure.
+fn testbed(spec: &TestbedSpec) -> Option<Testbed> {
+    if let Err(why) = testbed::available() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must run the Slurm tests, but: {why}"
+        );
+        eprintln!("SKIPPED: no Slurm here: {why}");
+        return None;
+    }
+    Some(Testbed::start(spec).unwrap())
+}
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Proc {
+    /// Starts `lachesis ARGS`, waits for its first stdout line.
+    fn start(args: &[&str], log: &Path) -> (Proc, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (Proc(child), line)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+struct Setup {
+    dir: PathBuf,
+    bed: Testbed,
+    service: Option<Proc>,
+    service_addr: String,
+    bridge_config: PathBuf,
+}
+
+impl Setup {
+    /// A testbed, a service (heuristic `policy`, decision log) and a bridge config.
+    fn new(name: &str, spec: &TestbedSpec, policy: &str, bridge_extra: &str) -> Option<Setup> {
+        let bed = testbed(spec)?;
+        let dir = bed.dir().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let serve = dir.join("serve.toml");
+        std::fs::write(
+            &serve,
+            format!(
+                "model = \"\"\nbaseline = \"{policy}\"\n[routing]\nmode = \"baseline\"\n\
+                 [grpc]\naddr = \"127.0.0.1:0\"\n[http]\naddr = \"\"\n\
+                 [decision_log]\npath = \"{}\"\n",
+                dir.join("decisions.jsonl").display()
+            ),
+        )
+        .unwrap();
+        let (service, line) = Proc::start(
+            &["serve", "--config", serve.to_str().unwrap()],
+            &dir.join("serve.log"),
+        );
+        let service_addr = line
+            .split("gRPC on ")
+            .nth(1)
+            .unwrap()
+            .split([';', ','])
+            .next()
+            .unwrap()
+            .trim()
+            .to_string();
+        let bridge_config = dir.join("bridge.toml");
+        let mut setup = Setup {
+            dir,
+            bed,
+            service: Some(service),
+            service_addr,
+            bridge_config,
+        };
+        setup.write_bridge_config(bridge_extra);
+        Some(setup)
+    }
+
+    fn write_bridge_config(&mut self, extra: &str) {
+        std::fs::write(
+            &self.bridge_config,
+            format!(
+                "interval_ms = 200\nstate_file = \"{}\"\n{extra}\n[service]\naddr = \"{}\"\ntimeout_ms = 2000\n\
+                 [slurm]\nconf = \"{}\"\n",
+                self.dir.join("bridge-state.json").display(),
+                self.service_addr,
+                self.bed.conf().display()
+            ),
+        )
+        .unwrap();
+    }
+
+    fn bridge(&self, n: usize) -> Proc {
+        Proc::start(
+            &[
+                "slurm-bridge",
+                "--config",
+                self.bridge_config.to_str().unwrap(),
+            ],
+            &self.dir.join(format!("bridge-{n}.log")),
+        )
+        .0
+    }
+
+    /// The service's placements, in order: job → the nodes of its last placement.
+    fn service_choices(&self) -> BTreeMap<u64, Vec<String>> {
+        let mut out = BTreeMap::new();
+        let text = std::fs::read_to_string(self.dir.join("decisions.jsonl")).unwrap_or_default();
+        for line in text.lines() {
+            let l: LogLine = serde_json::from_str(line).unwrap();
+            for p in l.answer.placements {
+                out.insert(
+                    p.job.parse().unwrap(),
+                    p.tasks.into_iter().map(|t| t.node).collect(),
+                );
+            }
+        }
+        out
+    }
+
+    fn jobs(&self) -> Vec<SlurmJob> {
+        self.bed.jobs().unwrap()
+    }
+
+    fn logs(&self) -> String {
+        let mut s = String::new();
+        for f in std::fs::read_dir(&self.dir).unwrap().flatten() {
+            if f.path().extension().is_some_and(|e| e == "log") {
+                s.push_str(&format!(
+                    "--- {}\n{}\n",
+                    f.path().display(),
+                    std::fs::read_to_string(f.path()).unwrap_or_default()
+                ));
+            }
+        }
+        s
+    }
+}
+
+fn spec() -> TestbedSpec {
+    TestbedSpec {
+        groups: vec![
+            NodeGroup::gpu("a100n", 3, "a100", 4),
+            NodeGroup::gpu("v100n", 2, "v100", 2),
+        ],
+        partitions: vec!["gpu".into(), "low".into()],
+        hold_on_submit: true,
+    }
+}
+
+fn submit(bed: &Testbed, args: &[&str]) -> u64 {
+    bed.sbatch(&[&["-o", "/dev/null"], args].concat()).unwrap()
+}
+
+/// Per node, GPUs held by running jobs (from their allocations) — never above capacity.
+fn check_capacity(jobs: &[SlurmJob], capacity: &BTreeMap<&str, u32>) {
+    let mut used: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    for j in jobs.iter().filter(|j| j.holds_resources()) {
+        for a in &j.alloc {
+            let set = used.entry(a.node.clone()).or_default();
+            for g in &a.gpus {
+                assert!(set.insert(*g), "GPU {g} of {} held twice", a.node);
+            }
+        }
+    }
+    for (node, set) in &used {
+        assert!(
+            set.len() as u32 <= capacity[node.as_str()],
+            "{node} over capacity"
+        );
+    }
+}
+
+fn wait_until(limit: Duration, what: &str, setup: &Setup, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < limit,
+            "waited {limit:?} for {what}\n{}",
+            setup.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn jobs_run_exactly_where_the_service_chose_within_gpu_capacity() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(setup) = Setup::new("placement", &spec(), "fifo/best-fit", "") else {
+        return;
+    };
+    let bed = &setup.bed;
+    let capacity: BTreeMap<&str, u32> = [
+        ("a100n-1", 4),
+        ("a100n-2", 4),
+        ("a100n-3", 4),
+        ("v100n-1", 2),
+        ("v100n-2", 2),
+    ]
+    .into();
+    // 28 a100 GPUs and 4 v100 GPUs asked of 12 and 4: jobs must queue.
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(submit(
+            bed,
+            &["--gres=gpu:a100:2", "-c", "2", "--wrap", "sleep 3"],
+        ));
+    }
+    for _ in 0..2 {
+        ids.push(submit(
+            bed,
+            &["--gres=gpu:a100:4", "-c", "4", "--wrap", "sleep 3"],
+        ));
+    }
+    ids.push(submit(
+        bed,
+        &[
+            "-N",
+            "2",
+            "--gres=gpu:a100:4",
+            "-c",
+            "1",
+            "--wrap",
+            "sleep 3",
+        ],
+    ));
+    for _ in 0..4 {
+        ids.push(submit(bed, &["--gpus=v100:1", "--wrap", "sleep 3"]));
+    }
+    // Held on arrival by the submit plugin.
+    assert!(
+        setup
+            .jobs()
+            .iter()
+            .filter(|j| ids.contains(&j.id))
+            .all(SlurmJob::is_held)
+    );
+
+    let _bridge = setup.bridge(0);
+    let mut ran_on: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut saw_queueing = false;
+    wait_until(
+        Duration::from_secs(120),
+        "every job to run and finish",
+        &setup,
+        || {
+            let jobs = setup.jobs();
+            check_capacity(&jobs, &capacity);
+            let mine: Vec<&SlurmJob> = jobs.iter().filter(|j| ids.contains(&j.id)).collect();
+            for j in &mine {
+                assert_ne!(
+                    j.reason, "BadConstraints",
+                    "job {} placed where it cannot run",
+                    j.id
+                );
+                if j.holds_resources() {
+                    ran_on.insert(j.id, j.node_list.clone());
+                }
+            }
+            if mine.iter().any(|j| j.holds_resources()) && mine.iter().any(|j| j.is_pending()) {
+                saw_queueing = true;
+            }
+            mine.len() == ids.len() && mine.iter().all(|j| j.state == "COMPLETED")
+        },
+    );
+    assert!(
+        saw_queueing,
+        "jobs never had to wait for GPUs: the test proves nothing"
+    );
+
+    let chosen = setup.service_choices();
+    for id in &ids {
+        let ran: BTreeSet<&String> = ran_on[id].iter().collect();
+        let want: BTreeSet<&String> = chosen
+            .get(id)
+            .unwrap_or_else(|| panic!("the service never placed job {id}"))
+            .iter()
+            .collect();
+        assert_eq!(
+            ran, want,
+            "job {id} ran on other nodes than the service chose"
+        );
+    }
+    // Typed requests ran on nodes of their type only.
+    for (id, nodes) in &ran_on {
+        let job_idx = ids.iter().position(|i| i == id).unwrap();
+        let prefix = if job_idx < 7 { "a100n" } else { "v100n" };
+        assert!(
+            nodes.iter().all(|n| n.starts_with(prefix)),
+            "job {id} on {nodes:?}"
+        );
+    }
+    assert_eq!(ran_on[&ids[6]].len(), 2, "the 2-node job ran on 2 nodes");
+}
+
+#[test]
+fn a_preemption_requeues_the_victim_and_places_the_preemptor() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let extra = "[partitions.low]\npriority = 0\nqos = \"best-effort\"\npreemptible = true\n\
+                 [partitions.gpu]\npriority = 100\n";
+    let spec = TestbedSpec {
+        groups: vec![NodeGroup::gpu("a100n", 2, "a100", 4)],
+        ..spec()
+    };
+    let Some(setup) = Setup::new("preempt", &spec, "priority/best-fit/preempt", extra) else {
+        return;
+    };
+    let bed = &setup.bed;
+    let low: Vec<u64> = (0..2)
+        .map(|_| {
+            submit(
+                bed,
+                &["-p", "low", "--gres=gpu:a100:4", "--wrap", "sleep 300"],
+            )
+        })
+        .collect();
+    let _bridge = setup.bridge(0);
+    wait_until(
+        Duration::from_secs(60),
+        "the low-priority jobs to run",
+        &setup,
+        || {
+            setup
+                .jobs()
+                .iter()
+                .filter(|j| low.contains(&j.id))
+                .all(|j| j.state == "RUNNING")
+        },
+    );
+    let high = submit(
+        bed,
+        &["-p", "gpu", "--gres=gpu:a100:4", "--wrap", "sleep 300"],
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "the preemptor to run",
+        &setup,
+        || setup.bed.job(high).is_some_and(|j| j.state == "RUNNING"),
+    );
+    let jobs = setup.jobs();
+    let victim = jobs
+        .iter()
+        .find(|j| low.contains(&j.id) && j.is_pending())
+        .expect("one low-priority job was requeued");
+    assert!(
+        victim.restarts >= 1,
+        "the victim was requeued, not cancelled"
+    );
+    assert!(
+        victim.is_held(),
+        "the victim waits held, for the bridge to place it again"
+    );
+    let survivor = jobs
+        .iter()
+        .find(|j| low.contains(&j.id) && j.state == "RUNNING")
+        .expect("the other low-priority job kept running");
+    let preemptor = jobs.iter().find(|j| j.id == high).unwrap();
+    assert_ne!(preemptor.node_list, survivor.node_list);
+    let chosen = setup.service_choices();
+    assert_eq!(chosen[&high], preemptor.node_list);
+    let log = std::fs::read_to_string(setup.dir.join("decisions.jsonl")).unwrap();
+    assert!(
+        log.lines().any(|l| {
+            let l: LogLine = serde_json::from_str(l).unwrap();
+            l.answer.preemptions.contains(&victim.id.to_string())
+        }),
+        "the service decided the preemption"
+    );
+}
+
+#[test]
+fn service_down_fail_open_releases_to_slurm_and_fail_closed_keeps_holding() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(mut setup) = Setup::new("down", &spec(), "fifo/best-fit", "") else {
+        return;
+    };
+    // The service goes away.
+    setup.service.take().unwrap().kill();
+
+    // Fail-closed: jobs stay held past the timeout.
+    setup.write_bridge_config("[on_service_down]\npolicy = \"closed\"\nhold_timeout_s = 1\n");
+    let closed = submit(&setup.bed, &["--gres=gpu:a100:1", "--wrap", "sleep 2"]);
+    let mut bridge = setup.bridge(0);
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        setup.bed.job(closed).unwrap().is_held(),
+        "fail-closed released a job"
+    );
+    bridge.kill();
+    // The outage clock survives a restart (state file); start the next phase on a fresh one.
+    let state_file = setup.dir.join("bridge-state.json");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_file).unwrap()).unwrap();
+    assert!(state["outage_since_ms"].as_u64().is_some(), "{state}");
+    std::fs::remove_file(&state_file).unwrap();
+
+    // Fail-open: after the timeout they go to Slurm's own scheduler, and run.
+    setup.write_bridge_config("[on_service_down]\npolicy = \"open\"\nhold_timeout_s = 2\n");
+    let started = Instant::now();
+    let _bridge = setup.bridge(1);
+    wait_until(
+        Duration::from_secs(30),
+        "fail-open to release the job",
+        &setup,
+        || setup.bed.job(closed).is_some_and(|j| !j.is_pending()),
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "released before the hold timeout"
+    );
+    let logs = setup.logs();
+    assert!(logs.contains("fail-open"), "{logs}");
+}
+
+#[test]
+fn a_bridge_killed_mid_stream_loses_and_double_places_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(setup) = Setup::new("restart", &spec(), "fifo/best-fit", "") else {
+        return;
+    };
+    let capacity: BTreeMap<&str, u32> = [
+        ("a100n-1", 4),
+        ("a100n-2", 4),
+        ("a100n-3", 4),
+        ("v100n-1", 2),
+        ("v100n-2", 2),
+    ]
+    .into();
+    let mut ids = Vec::new();
+    let mut bridge = setup.bridge(0);
+    let mut restarts = 0;
+    let mut ran: BTreeMap<u64, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for round in 0..30 {
+        ids.push(submit(
+            &setup.bed,
+            &["--gres=gpu:a100:2", "--wrap", "sleep 2"],
+        ));
+        if round % 3 == 0 {
+            ids.push(submit(&setup.bed, &["--gpus=v100:1", "--wrap", "sleep 1"]));
+        }
+        // Kill the bridge at an arbitrary point of its cycle, and start it again.
+        if round % 5 == 4 {
+            std::thread::sleep(Duration::from_millis(37 * round as u64 % 200));
+            bridge.kill();
+            restarts += 1;
+            bridge = setup.bridge(restarts);
+        }
+        let jobs = setup.jobs();
+        check_capacity(&jobs, &capacity);
+        for j in jobs.iter().filter(|j| j.holds_resources()) {
+            ran.entry(j.id).or_default().insert(j.node_list.clone());
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    wait_until(
+        Duration::from_secs(120),
+        "every job to finish",
+        &setup,
+        || {
+            let jobs = setup.jobs();
+            check_capacity(&jobs, &capacity);
+            for j in jobs.iter().filter(|j| j.holds_resources()) {
+                ran.entry(j.id).or_default().insert(j.node_list.clone());
+            }
+            let mine: Vec<&SlurmJob> = jobs.iter().filter(|j| ids.contains(&j.id)).collect();
+            mine.len() == ids.len() && mine.iter().all(|j| j.state == "COMPLETED")
+        },
+    );
+    // Every job ran once, on one placement, and none was requeued.
+    for j in setup.jobs().iter().filter(|j| ids.contains(&j.id)) {
+        assert_eq!(j.restarts, 0, "job {} was restarted", j.id);
+    }
+    assert!(restarts >= 5);
+}
