@@ -62,6 +62,9 @@ pub enum Command {
     /// over loopback gRPC; latency percentiles, decisions/s and an optional soak, against the
     /// issue's targets.
     Serve(crate::bench_serve::Args),
+    /// The Slurm bridge on a real Slurm cluster started here, against Slurm's own scheduler:
+    /// jobs/s end to end and submit-to-running latency.
+    Slurm(crate::bench_slurm::Args),
 }
 
 pub fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
@@ -105,6 +108,7 @@ pub fn run(cmd: &Command) -> Result<()> {
         Command::Env(args) => crate::bench_env::run(args),
         Command::Infer(args) => crate::bench_infer::run(args),
         Command::Serve(args) => crate::bench_serve::run(args),
+        Command::Slurm(args) => crate::bench_slurm::run(args),
     }
 }
 

@@ -26,6 +26,7 @@ mod bench_env;
 mod bench_fgd;
 mod bench_infer;
 mod bench_serve;
+mod bench_slurm;
 mod compare;
 mod policies;
 mod progress;
