@@ -211,3 +211,34 @@ impl BridgeConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/slurm/bridge.toml");
+        let cfg = BridgeConfig::load(&path).unwrap();
+        assert_eq!(cfg.on_service_down.policy, DownPolicy::Open);
+        assert!(cfg.partitions["scavenger"].preemptible);
+        assert_eq!(cfg.slurm.gpu_model(Some("a100")), "A100");
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let dir = std::env::temp_dir().join(format!("lachesis-bridge-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("b.toml");
+        std::fs::write(&p, "interval_ms = 0\n").unwrap();
+        let e = BridgeConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("interval_ms"), "{e}");
+        std::fs::write(&p, "[partitions.x]\nqos = \"gold\"\n").unwrap();
+        let e = BridgeConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("partition x: unknown QoS"), "{e}");
+        std::fs::write(&p, "intervall_ms = 5\n").unwrap();
+        let e = BridgeConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("b.toml") && e.contains("intervall_ms"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

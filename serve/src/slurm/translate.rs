@@ -421,3 +421,194 @@ pub fn take(u: &mut Usage, node: &SlurmNode, gpus: u32, cpus: u32, mem: u64) -> 
     u.mem_used += mem;
     Some(chosen)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::World;
+
+    fn node(name: &str, gpu: &str, used: &[u32]) -> SlurmNode {
+        SlurmNode {
+            name: name.into(),
+            cpus: 16,
+            cpu_alloc: 2 * used.len() as u32,
+            mem_mib: 64_000,
+            mem_alloc_mib: 1024 * used.len() as u64,
+            gpu_type: Some(gpu.into()),
+            gpus: 4,
+            gpu_used: used.iter().copied().collect(),
+            state: "MIXED".into(),
+            partitions: vec!["gpu".into()],
+            features: vec![],
+        }
+    }
+
+    fn job(id: u64, state: &str, priority: u64, gpus: u32, kind: &str) -> SlurmJob {
+        SlurmJob {
+            id,
+            name: "j".into(),
+            user: "alice".into(),
+            account: String::new(),
+            partition: "gpu".into(),
+            qos: String::new(),
+            state: state.into(),
+            reason: String::new(),
+            priority,
+            nice: 0,
+            nodes: 1,
+            cpus: 2,
+            tasks: 1,
+            mem_per_node_mib: 1024,
+            gpus_per_node: gpus,
+            gpu_type: Some(kind.into()),
+            gpu_shape_error: None,
+            time_limit_ms: Some(60_000),
+            submit_s: Some(1_000),
+            start_s: None,
+            restarts: 0,
+            req_nodes: vec![],
+            exc_nodes: vec![],
+            node_list: vec![],
+            features: vec![],
+            admin_comment: "lachesis:managed".into(),
+            alloc: vec![],
+        }
+    }
+
+    #[test]
+    fn roles_follow_the_marker_the_hold_and_the_pin() {
+        let cfg = BridgeConfig::default();
+        assert_eq!(
+            role(&cfg, &job(1, "PENDING", 0, 1, "a100"), false),
+            Role::Candidate
+        );
+        assert_eq!(
+            role(&cfg, &job(1, "PENDING", 0, 1, "a100"), true),
+            Role::Waiting
+        );
+        let mut j = job(1, "PENDING", 7, 1, "a100");
+        assert_eq!(role(&cfg, &j, false), Role::Foreign, "released to Slurm");
+        j.req_nodes = vec!["a1".into()];
+        assert_eq!(role(&cfg, &j, false), Role::Reserved);
+        let mut j = job(1, "PENDING", 0, 1, "a100");
+        j.admin_comment.clear();
+        assert_eq!(
+            role(&cfg, &j, false),
+            Role::Foreign,
+            "held by hand, not ours"
+        );
+        j.admin_comment = "lachesis:managed".into();
+        j.gpu_shape_error = Some("x".into());
+        assert_eq!(role(&cfg, &j, false), Role::Unsupported);
+    }
+
+    #[test]
+    fn the_snapshot_counts_running_jobs_and_reservations_and_validates() {
+        let cfg = BridgeConfig::default();
+        let nodes = vec![
+            node("a1", "a100", &[0, 1]),
+            node("a2", "a100", &[]),
+            node("v1", "v100", &[]),
+        ];
+        let mut running = job(10, "RUNNING", 5, 2, "a100");
+        running.start_s = Some(1_500);
+        running.alloc = vec![super::super::model::NodeAlloc {
+            node: "a1".into(),
+            cpus: 4,
+            gpus: [0, 1].into_iter().collect(),
+            mem_mib: Some(2048),
+        }];
+        let mut reserved = job(11, "PENDING", 9, 3, "a100");
+        reserved.req_nodes = vec!["a2".into()];
+        let pending = job(12, "PENDING", 0, 4, "a100");
+        let too_big = job(13, "PENDING", 0, 8, "a100");
+        let jobs = vec![running, reserved, pending, too_big];
+        let roles: BTreeMap<u64, Role> =
+            jobs.iter().map(|j| (j.id, role(&cfg, j, false))).collect();
+        let gs = groups(&nodes, &jobs, &roles);
+        assert_eq!(gs.len(), 1);
+        let (parts, set) = &gs[0];
+        let g = snapshot(
+            &cfg,
+            parts,
+            set,
+            &View {
+                nodes: &nodes,
+                jobs: &jobs,
+                roles: &roles,
+            },
+            &usage_of(&nodes),
+            2_000_000,
+        );
+        let s = &g.snapshot;
+        assert_eq!(s.running.len(), 2, "the running job and the reservation");
+        assert_eq!(s.running[0].run_ms, 500_000);
+        let a2 = s.nodes.iter().find(|n| n.name == "a2").unwrap();
+        assert_eq!(
+            a2.gpu_free_milli,
+            [0, 0, 0, 1000],
+            "the reservation holds the lowest 3 GPUs"
+        );
+        assert_eq!(
+            s.pending.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+            ["12"]
+        );
+        assert_eq!(s.pending[0].gpu_types, ["A100"]);
+        assert_eq!(s.pending[0].wait_ms, 1_000_000, "1000 s since submit");
+        assert_eq!(g.never_fit.len(), 1, "8 GPUs on 4-GPU nodes");
+        World::build(s).expect("the snapshot is valid for the service");
+    }
+
+    #[test]
+    fn placements_slurm_could_not_run_are_refused() {
+        let nodes = vec![node("a1", "a100", &[]), node("v1", "v100", &[])];
+        let by_name: BTreeMap<&str, &SlurmNode> =
+            nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let j = job(1, "PENDING", 0, 1, "a100");
+        assert!(can_run(&j, &["a1".into()], &by_name).is_ok());
+        let e = can_run(&j, &["v1".into()], &by_name).unwrap_err();
+        assert!(e.contains("has v100 GPUs, the job asks for a100"), "{e}");
+        assert!(
+            can_run(&j, &["ghost".into()], &by_name)
+                .unwrap_err()
+                .contains("unknown")
+        );
+        assert!(
+            can_run(&j, &["a1".into(), "a1".into()], &by_name)
+                .unwrap_err()
+                .contains("repeat")
+        );
+        let mut two = j.clone();
+        two.nodes = 2;
+        assert!(
+            can_run(&two, &["a1".into()], &by_name)
+                .unwrap_err()
+                .contains("asks for 2")
+        );
+        let mut drained = nodes.clone();
+        drained[0].state = "IDLE+DRAIN".into();
+        let by_name: BTreeMap<&str, &SlurmNode> =
+            drained.iter().map(|n| (n.name.as_str(), n)).collect();
+        assert!(
+            can_run(&j, &["a1".into()], &by_name)
+                .unwrap_err()
+                .contains("DRAIN")
+        );
+        let mut other = j.clone();
+        other.partition = "cpu".into();
+        let by_name: BTreeMap<&str, &SlurmNode> =
+            nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        assert!(
+            can_run(&other, &["a1".into()], &by_name)
+                .unwrap_err()
+                .contains("not in partition")
+        );
+        let mut feat = j;
+        feat.features = vec!["ib".into()];
+        assert!(
+            can_run(&feat, &["a1".into()], &by_name)
+                .unwrap_err()
+                .contains("lacks feature ib")
+        );
+    }
+}
