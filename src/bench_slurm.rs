@@ -162,9 +162,10 @@ pub fn run(args: &Args) -> Result<()> {
         bcfg.service.addr = service.grpc_addr.to_string();
         bcfg.slurm = bed.slurm_config();
         let stop = Arc::new(AtomicBool::new(false));
+        type Timings = (usize, Vec<f64>, [Vec<f64>; 3]);
         let cycles = {
             let stop = Arc::clone(&stop);
-            std::thread::spawn(move || -> Result<(usize, Vec<f64>)> {
+            std::thread::spawn(move || -> Result<Timings> {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
@@ -173,6 +174,7 @@ pub fn run(args: &Args) -> Result<()> {
                 let mut b = Bridge::new(bcfg, ctl)?;
                 let mut placed = 0;
                 let mut cycle_ms = Vec::new();
+                let mut parts: [Vec<f64>; 3] = Default::default();
                 while !stop.load(Ordering::SeqCst) {
                     let t = Instant::now();
                     match rt.block_on(b.cycle()) {
@@ -180,28 +182,38 @@ pub fn run(args: &Args) -> Result<()> {
                             placed += r.placed.len();
                             if !r.placed.is_empty() {
                                 cycle_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                                parts[0].push(r.read_ms);
+                                parts[1].push(r.decide_ms);
+                                parts[2].push(r.apply_ms);
                             }
                         }
                         Err(e) => eprintln!("bridge cycle failed: {e}"),
                     }
                     std::thread::sleep(interval.saturating_sub(t.elapsed()));
                 }
-                Ok((placed, cycle_ms))
+                Ok((placed, cycle_ms, parts))
             })
         };
         let r = drive(&bed, args.jobs);
         stop.store(true, Ordering::SeqCst);
-        let (placed, mut cycle_ms) = cycles
+        let (placed, mut cycle_ms, mut parts) = cycles
             .join()
             .map_err(|_| anyhow!("the bridge thread panicked"))??;
         bed.stop();
         runtime.block_on(service.shutdown())?;
         cycle_ms.sort_by(f64::total_cmp);
+        for p in &mut parts {
+            p.sort_by(f64::total_cmp);
+        }
         println!(
-            "bridge: {placed} placements, cycles that placed: {} (median {:.0} ms, max {:.0} ms)\n",
+            "bridge: {placed} placements, cycles that placed: {} (median {:.0} ms, max {:.0} ms; \
+             median read {:.0} ms, decide {:.0} ms, pin+release {:.0} ms)\n",
             cycle_ms.len(),
             pct(&cycle_ms, 0.5),
-            pct(&cycle_ms, 1.0)
+            pct(&cycle_ms, 1.0),
+            pct(&parts[0], 0.5),
+            pct(&parts[1], 0.5),
+            pct(&parts[2], 0.5)
         );
         r?
     };

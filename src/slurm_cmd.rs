@@ -61,6 +61,9 @@ async fn bridge_loop(cfg: BridgeConfig, once: bool) -> Result<()> {
                         reheld = ?r.reheld,
                         decided_by = ?r.decided_by,
                         fallbacks = ?r.fallbacks,
+                        read_ms = r.read_ms as u64,
+                        decide_ms = r.decide_ms as u64,
+                        apply_ms = r.apply_ms as u64,
                         ms = started.elapsed().as_millis() as u64,
                         "cycle"
                     );

@@ -22,7 +22,7 @@ use crate::proto;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What the bridge remembers across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -79,6 +79,10 @@ pub struct CycleReport {
     pub fallbacks: Vec<String>,
     /// The service could not be asked (why), if so.
     pub service_error: Option<String>,
+    /// Time reading Slurm, asking the service, and pinning and releasing, ms.
+    pub read_ms: f64,
+    pub decide_ms: f64,
+    pub apply_ms: f64,
 }
 
 /// Why a cycle failed as a whole.
@@ -191,7 +195,9 @@ impl<C: SlurmCtl> Bridge<C> {
     /// One cycle: read, classify, decide group by group, apply.
     pub async fn cycle(&mut self) -> Result<CycleReport, BridgeError> {
         let mut report = CycleReport::default();
+        let t = Instant::now();
         let (nodes, jobs) = self.ctl.read()?;
+        report.read_ms = t.elapsed().as_secs_f64() * 1e3;
         let now = now_ms();
         let grace = self.cfg.requeue_grace_ms;
 
@@ -296,7 +302,10 @@ impl<C: SlurmCtl> Bridge<C> {
             if group.snapshot.pending.is_empty() {
                 continue;
             }
-            let answer = match self.decide(group.snapshot.clone()).await {
+            let t = Instant::now();
+            let answer = self.decide(group.snapshot.clone()).await;
+            report.decide_ms += t.elapsed().as_secs_f64() * 1e3;
+            let answer = match answer {
                 Ok(a) => {
                     self.state.outage_since_ms = None;
                     a
@@ -349,6 +358,7 @@ impl<C: SlurmCtl> Bridge<C> {
             }
 
             let mut release = Vec::new();
+            let mut pins: Vec<(u64, Vec<String>, bool)> = Vec::new();
             for p in &answer.placements {
                 let Some(id) = p.job.parse::<u64>().ok() else {
                     report
@@ -373,7 +383,6 @@ impl<C: SlurmCtl> Bridge<C> {
                     continue;
                 }
                 let restart = job.restarts > 0 || self.state.requeued.contains_key(&id);
-                self.ctl.pin(id, &chosen, restart)?;
                 for n in &chosen {
                     if let (Some(u), Some(node)) = (usage.get_mut(n), by_name.get(n.as_str())) {
                         translate::take(
@@ -386,10 +395,26 @@ impl<C: SlurmCtl> Bridge<C> {
                     }
                 }
                 roles.insert(id, Role::Reserved);
-                release.push(id);
-                report.placed.push((id, chosen));
+                pins.push((id, chosen, restart));
+            }
+            // Pins run concurrently (one `scontrol update` per job is the pattern's cost); a
+            // pin that fails (the job was cancelled meanwhile) leaves that job alone.
+            let t = Instant::now();
+            let results = self.ctl.pin_many(&pins);
+            for ((id, chosen, _), r) in pins.into_iter().zip(results) {
+                match r {
+                    Ok(()) => {
+                        release.push(id);
+                        report.placed.push((id, chosen));
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = id, error = %e, "pin failed");
+                        report.refused.push((id, e.to_string()));
+                    }
+                }
             }
             self.ctl.release(&release)?;
+            report.apply_ms += t.elapsed().as_secs_f64() * 1e3;
             for id in &release {
                 self.state.released.insert(*id, now);
                 self.state.requeued.remove(id);

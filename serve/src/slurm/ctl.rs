@@ -22,6 +22,12 @@ pub trait SlurmCtl: Send {
     /// Pins a held job to exactly `nodes` (`NodeList=`); `restart`: also lift the begin time a
     /// requeue set (`StartTime=now`). Empty `nodes` clears the pin.
     fn pin(&self, job: u64, nodes: &[String], restart: bool) -> Result<(), SlurmError>;
+    /// `pin` for many jobs; one result per pin, in order. Sequential unless overridden.
+    fn pin_many(&self, pins: &[(u64, Vec<String>, bool)]) -> Vec<Result<(), SlurmError>> {
+        pins.iter()
+            .map(|(job, nodes, restart)| self.pin(*job, nodes, *restart))
+            .collect()
+    }
     /// Releases held jobs (one call for all).
     fn release(&self, jobs: &[u64]) -> Result<(), SlurmError>;
     /// Holds pending jobs again.
@@ -29,6 +35,9 @@ pub trait SlurmCtl: Send {
     /// Stops a running job and puts it back in the queue, held.
     fn requeue_hold(&self, job: u64) -> Result<(), SlurmError>;
 }
+
+/// Concurrent `scontrol update` processes when pinning many jobs.
+pub const PIN_THREADS: usize = 8;
 
 /// `SlurmCtl` over `scontrol`.
 #[derive(Debug, Clone)]
@@ -112,6 +121,44 @@ impl SlurmCtl for CommandCtl {
             args.push("StartTime=now");
         }
         self.run(&args).map(|_| ())
+    }
+
+    /// Up to `PIN_THREADS` `scontrol update` processes at once.
+    fn pin_many(&self, pins: &[(u64, Vec<String>, bool)]) -> Vec<Result<(), SlurmError>> {
+        if pins.len() < 2 {
+            return pins
+                .iter()
+                .map(|(job, nodes, restart)| self.pin(*job, nodes, *restart))
+                .collect();
+        }
+        let chunk = pins.len().div_ceil(PIN_THREADS);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = pins
+                .chunks(chunk)
+                .map(|part| {
+                    let handle = scope.spawn(move || {
+                        part.iter()
+                            .map(|(job, nodes, restart)| self.pin(*job, nodes, *restart))
+                            .collect::<Vec<_>>()
+                    });
+                    (part.len(), handle)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|(n, h)| {
+                    h.join().unwrap_or_else(|_| {
+                        vec![
+                            Err(SlurmError {
+                                command: "scontrol update".into(),
+                                message: "a pinning thread panicked".into(),
+                            });
+                            n
+                        ]
+                    })
+                })
+                .collect()
+        })
     }
 
     fn release(&self, jobs: &[u64]) -> Result<(), SlurmError> {
