@@ -1,6 +1,7 @@
 //! `lachesis slurm-bridge`: Lachesis behind a real Slurm controller (see docs/slurm.md).
 
 use anyhow::{Context, Result};
+use lachesis_serve::slurm::metrics::BridgeMetrics;
 use lachesis_serve::slurm::{Bridge, BridgeConfig, CommandCtl};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,7 +22,9 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<()> {
     crate::serve_cmd::init_logging(args.log_json);
     let cfg = BridgeConfig::load(&args.config)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // Two workers: the cycle blocks on Slurm's commands while the metrics listener answers.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
@@ -32,11 +35,27 @@ async fn bridge_loop(cfg: BridgeConfig, once: bool) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let interval = Duration::from_millis(cfg.interval_ms);
     let ctl = CommandCtl::new(&cfg.slurm);
+    let metrics = std::sync::Arc::new(BridgeMetrics::new());
+    let metrics_line = if cfg.metrics_addr.trim().is_empty() {
+        String::new()
+    } else {
+        let listener = tokio::net::TcpListener::bind(&cfg.metrics_addr)
+            .await
+            .with_context(|| format!("binding metrics_addr {}", cfg.metrics_addr))?;
+        let addr = listener.local_addr()?;
+        let m = std::sync::Arc::clone(&metrics);
+        tokio::spawn(async move {
+            if let Err(e) = lachesis_serve::slurm::metrics::serve(listener, m).await {
+                tracing::warn!(error = %e, "metrics listener failed");
+            }
+        });
+        format!("; metrics on {addr}")
+    };
     let mut bridge = Bridge::new(cfg, ctl)?;
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     println!(
-        "lachesis slurm-bridge: deciding through {} every {} ms",
+        "lachesis slurm-bridge: deciding through {} every {} ms{metrics_line}",
         bridge.config().service.addr,
         interval.as_millis()
     );
@@ -44,7 +63,12 @@ async fn bridge_loop(cfg: BridgeConfig, once: bool) -> Result<()> {
     let _ = std::io::stdout().flush();
     loop {
         let started = std::time::Instant::now();
-        match bridge.cycle().await {
+        let result = bridge.cycle().await;
+        metrics.record(
+            result.as_ref().map_err(|_| ()),
+            started.elapsed().as_secs_f64(),
+        );
+        match result {
             Ok(r) => {
                 if !(r.placed.is_empty()
                     && r.preempted.is_empty()

@@ -129,6 +129,11 @@ impl Setup {
     }
 
     fn bridge(&self, n: usize) -> Proc {
+        self.bridge_with_line(n).0
+    }
+
+    /// The bridge and the line it prints on start.
+    fn bridge_with_line(&self, n: usize) -> (Proc, String) {
         Proc::start(
             &[
                 "slurm-bridge",
@@ -137,7 +142,6 @@ impl Setup {
             ],
             &self.dir.join(format!("bridge-{n}.log")),
         )
-        .0
     }
 
     /// The service's placements, in order: job → the nodes of its last placement.
@@ -224,7 +228,12 @@ fn wait_until(limit: Duration, what: &str, setup: &Setup, mut ok: impl FnMut() -
 #[test]
 fn jobs_run_exactly_where_the_service_chose_within_gpu_capacity() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(setup) = Setup::new("placement", &spec(), "fifo/best-fit", "") else {
+    let Some(setup) = Setup::new(
+        "placement",
+        &spec(),
+        "fifo/best-fit",
+        "metrics_addr = \"127.0.0.1:0\"",
+    ) else {
         return;
     };
     let bed = &setup.bed;
@@ -274,7 +283,8 @@ fn jobs_run_exactly_where_the_service_chose_within_gpu_capacity() {
             .all(SlurmJob::is_held)
     );
 
-    let _bridge = setup.bridge(0);
+    let (_bridge, line) = setup.bridge_with_line(0);
+    let metrics_addr = line.split("metrics on ").nth(1).unwrap().trim().to_string();
     let mut ran_on: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     let mut saw_queueing = false;
     wait_until(
@@ -329,6 +339,33 @@ fn jobs_run_exactly_where_the_service_chose_within_gpu_capacity() {
         );
     }
     assert_eq!(ran_on[&ids[6]].len(), 2, "the 2-node job ran on 2 nodes");
+
+    // The bridge's metrics: each job placed exactly once, nothing refused, Slurm never failed.
+    let metrics = http_get(&metrics_addr, "/metrics");
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in\n{metrics}"))
+    };
+    assert_eq!(value("lachesis_bridge_placements_total"), ids.len() as f64);
+    assert_eq!(value("lachesis_bridge_refused_total"), 0.0);
+    assert_eq!(value("lachesis_bridge_service_errors_total"), 0.0);
+    assert!(value("lachesis_bridge_cycles_total{result=\"ok\"}") >= 2.0);
+    assert!(!metrics.contains("result=\"error\""), "{metrics}");
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(
+        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
+        "{text}"
+    );
+    text.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
 }
 
 #[test]

@@ -24,6 +24,8 @@ pub struct BridgeConfig {
     /// The bridge's own state (requeue times, outage start), rewritten atomically each cycle
     /// it changes; empty: kept in memory only.
     pub state_file: Option<PathBuf>,
+    /// Serve the bridge's Prometheus metrics (`/metrics`, `/healthz`) here; empty: none.
+    pub metrics_addr: String,
 }
 
 impl Default for BridgeConfig {
@@ -37,6 +39,7 @@ impl Default for BridgeConfig {
             requeue_grace_ms: 1_500,
             stale_release_s: 30,
             state_file: None,
+            metrics_addr: String::new(),
         }
     }
 }

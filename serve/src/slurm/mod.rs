@@ -7,6 +7,7 @@
 pub mod bridge;
 pub mod config;
 pub mod ctl;
+pub mod metrics;
 pub mod model;
 pub mod parse;
 pub mod testbed;
