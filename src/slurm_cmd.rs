@@ -74,13 +74,15 @@ async fn bridge_loop(cfg: BridgeConfig, once: bool) -> Result<()> {
                     && r.preempted.is_empty()
                     && r.to_slurm.is_empty()
                     && r.refused.is_empty()
+                    && r.pin_failed.is_empty()
                     && r.reheld.is_empty())
                 {
                     tracing::info!(
                         candidates = r.candidates,
                         placed = r.placed.len(),
                         preempted = ?r.preempted,
-                        refused = r.refused.len(),
+                        refused = ?r.refused,
+                        pin_failed = ?r.pin_failed,
                         to_slurm = r.to_slurm.len(),
                         reheld = ?r.reheld,
                         decided_by = ?r.decided_by,

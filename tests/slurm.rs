@@ -348,8 +348,13 @@ fn jobs_run_exactly_where_the_service_chose_within_gpu_capacity() {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
             .unwrap_or_else(|| panic!("{name} not in\n{metrics}"))
     };
-    assert_eq!(value("lachesis_bridge_placements_total"), ids.len() as f64);
-    assert_eq!(value("lachesis_bridge_refused_total"), 0.0);
+    let logs = setup.logs();
+    assert_eq!(
+        value("lachesis_bridge_placements_total"),
+        ids.len() as f64,
+        "{logs}"
+    );
+    assert_eq!(value("lachesis_bridge_refused_total"), 0.0, "{logs}");
     assert_eq!(value("lachesis_bridge_service_errors_total"), 0.0);
     assert!(value("lachesis_bridge_cycles_total{result=\"ok\"}") >= 2.0);
     assert!(!metrics.contains("result=\"error\""), "{metrics}");

@@ -32,6 +32,9 @@ pub struct BridgeState {
     pub requeued: BTreeMap<u64, u64>,
     /// Job → when the bridge released it onto pinned nodes (Unix ms).
     pub released: BTreeMap<u64, u64>,
+    /// Job → run time of its runs before the bridge requeued it, ms (what LAS policies rank
+    /// by; Slurm restarts the clock on each run).
+    pub attained: BTreeMap<u64, u64>,
     /// Since when the service has been unreachable (Unix ms).
     pub outage_since_ms: Option<u64>,
 }
@@ -68,6 +71,9 @@ pub struct CycleReport {
     pub preempted: Vec<u64>,
     /// Placements refused by the bridge's own check, with why.
     pub refused: Vec<(u64, String)>,
+    /// Pins Slurm refused or could not take (e.g. the controller timed out; the job was
+    /// cancelled meanwhile), with the error: the job stays held and is decided again.
+    pub pin_failed: Vec<(u64, String)>,
     /// Jobs released to Slurm's own scheduler (service down past the timeout, or a request the
     /// service cannot express).
     pub to_slurm: Vec<u64>,
@@ -207,6 +213,11 @@ impl<C: SlurmCtl> Bridge<C> {
         self.state.requeued.retain(|id, at| {
             by_id.get(id).is_some_and(|j| j.is_pending()) && now < *at + 3_600_000
         });
+        self.state.attained.retain(|id, _| {
+            by_id
+                .get(id)
+                .is_some_and(|j| j.is_pending() || j.holds_resources())
+        });
         self.state.released.retain(|id, _| {
             by_id
                 .get(id)
@@ -290,6 +301,7 @@ impl<C: SlurmCtl> Bridge<C> {
                     nodes: &nodes,
                     jobs: &jobs,
                     roles: &roles,
+                    attained: &self.state.attained,
                 },
                 &usage,
                 now,
@@ -346,6 +358,10 @@ impl<C: SlurmCtl> Bridge<C> {
                     Some(j) if j.holds_resources() => {
                         self.ctl.requeue_hold(id)?;
                         self.state.requeued.insert(id, now);
+                        let ran = j
+                            .start_s
+                            .map_or(0, |s| (now / 1000).saturating_sub(s) * 1000);
+                        *self.state.attained.entry(id).or_insert(0) += ran;
                         report.preempted.push(id);
                         // Its resources come back when it has stopped; this cycle's later groups
                         // do not count on them.
@@ -408,8 +424,8 @@ impl<C: SlurmCtl> Bridge<C> {
                         report.placed.push((id, chosen));
                     }
                     Err(e) => {
-                        tracing::warn!(job = id, error = %e, "pin failed");
-                        report.refused.push((id, e.to_string()));
+                        tracing::warn!(job = id, error = %e, "pin failed: decided again next cycle");
+                        report.pin_failed.push((id, e.to_string()));
                     }
                 }
             }

@@ -8,6 +8,7 @@
 //! | `placements_total` | | jobs pinned and released |
 //! | `preemptions_total` | | jobs requeued for a preemption |
 //! | `refused_total` | | placements the bridge's own check refused |
+//! | `pin_errors_total` | | pins Slurm failed (the job stays held, decided again) |
 //! | `released_to_slurm_total` | | jobs handed to Slurm's scheduler (fail-open, unsupported shape) |
 //! | `reheld_total` | | released jobs that never started, held again |
 //! | `service_errors_total` | | cycles where the service could not be asked |
@@ -32,6 +33,7 @@ pub struct BridgeMetrics {
     pub placements: Counter,
     pub preemptions: Counter,
     pub refused: Counter,
+    pub pin_errors: Counter,
     pub to_slurm: Counter,
     pub reheld: Counter,
     pub service_errors: Counter,
@@ -55,6 +57,7 @@ impl BridgeMetrics {
             placements: Counter::default(),
             preemptions: Counter::default(),
             refused: Counter::default(),
+            pin_errors: Counter::default(),
             to_slurm: Counter::default(),
             reheld: Counter::default(),
             service_errors: Counter::default(),
@@ -82,6 +85,11 @@ impl BridgeMetrics {
             "refused",
             "Placements the bridge's check refused",
             m.refused.clone(),
+        );
+        r.register(
+            "pin_errors",
+            "Pins Slurm failed (the job stays held)",
+            m.pin_errors.clone(),
         );
         r.register(
             "released_to_slurm",
@@ -126,6 +134,7 @@ impl BridgeMetrics {
         self.placements.inc_by(r.placed.len() as u64);
         self.preemptions.inc_by(r.preempted.len() as u64);
         self.refused.inc_by(r.refused.len() as u64);
+        self.pin_errors.inc_by(r.pin_failed.len() as u64);
         self.to_slurm.inc_by(r.to_slurm.len() as u64);
         self.reheld.inc_by(r.reheld.len() as u64);
         self.held.set(r.candidates as i64);

@@ -80,7 +80,12 @@ pub fn usage_of(nodes: &[SlurmNode]) -> BTreeMap<String, Usage> {
         .collect()
 }
 
-fn job_proto(cfg: &BridgeConfig, job: &SlurmJob, now_s: u64) -> proto::Job {
+fn job_proto(
+    cfg: &BridgeConfig,
+    job: &SlurmJob,
+    now_s: u64,
+    attained: &BTreeMap<u64, u64>,
+) -> proto::Job {
     let part = cfg
         .partitions
         .get(&job.partition)
@@ -111,7 +116,7 @@ fn job_proto(cfg: &BridgeConfig, job: &SlurmJob, now_s: u64) -> proto::Job {
             .submit_s
             .map_or(0, |s| now_s.saturating_sub(s).saturating_mul(1000)),
         kind: String::new(),
-        attained_ms: 0,
+        attained_ms: attained.get(&job.id).copied().unwrap_or(0),
     }
 }
 
@@ -221,6 +226,8 @@ pub struct View<'a> {
     pub nodes: &'a [SlurmNode],
     pub jobs: &'a [SlurmJob],
     pub roles: &'a BTreeMap<u64, Role>,
+    /// Run time of earlier runs (before the bridge's requeues), ms, by job.
+    pub attained: &'a BTreeMap<u64, u64>,
 }
 
 /// The snapshot of one group.
@@ -232,7 +239,12 @@ pub fn snapshot(
     usage: &BTreeMap<String, Usage>,
     now_ms: u64,
 ) -> Group {
-    let View { nodes, jobs, roles } = *view;
+    let View {
+        nodes,
+        jobs,
+        roles,
+        attained,
+    } = *view;
     let now_s = now_ms / 1000;
     let mut usage: BTreeMap<String, Usage> = usage
         .iter()
@@ -256,7 +268,7 @@ pub fn snapshot(
         if !uniform || distinct.len() != j.alloc.len() {
             continue;
         }
-        let mut job = job_proto(cfg, j, now_s);
+        let mut job = job_proto(cfg, j, now_s, attained);
         job.tasks = j.alloc.len() as u32;
         job.gpus_per_task = first.gpus.len() as u32;
         job.cpu_milli = u64::from(first.cpus) * 1000;
@@ -321,7 +333,7 @@ pub fn snapshot(
             }
         }
         if ok && tasks.len() == j.req_nodes.len() && !tasks.is_empty() {
-            let mut job = job_proto(cfg, j, now_s);
+            let mut job = job_proto(cfg, j, now_s, attained);
             job.tasks = tasks.len() as u32;
             job.preemptible = false;
             running.push(proto::RunningJob {
@@ -385,7 +397,7 @@ pub fn snapshot(
             ));
             continue;
         }
-        pending.push(job_proto(cfg, j, now_s));
+        pending.push(job_proto(cfg, j, now_s, attained));
     }
 
     Group {
@@ -536,6 +548,7 @@ mod tests {
                 nodes: &nodes,
                 jobs: &jobs,
                 roles: &roles,
+                attained: &[(12, 7_000)].into(),
             },
             &usage_of(&nodes),
             2_000_000,
@@ -554,6 +567,14 @@ mod tests {
             ["12"]
         );
         assert_eq!(s.pending[0].gpu_types, ["A100"]);
+        assert_eq!(
+            s.pending[0].attained_ms, 7_000,
+            "earlier runs count for LAS"
+        );
+        assert_eq!(
+            s.pending[0].attained_ms, 7_000,
+            "earlier runs count for LAS"
+        );
         assert_eq!(s.pending[0].wait_ms, 1_000_000, "1000 s since submit");
         assert_eq!(g.never_fit.len(), 1, "8 GPUs on 4-GPU nodes");
         World::build(s).expect("the snapshot is valid for the service");
