@@ -267,7 +267,7 @@ impl<C: SlurmCtl> Bridge<C> {
                 tracing::warn!(
                     job = j.id,
                     why = j.gpu_shape_error.as_deref().unwrap_or(""),
-                    "released to Slurm's scheduler: its GPU request has no per-node shape"
+                    "released to Slurm's scheduler: the service cannot express its request"
                 );
                 j.id
             })

@@ -156,7 +156,8 @@ pub struct SlurmJob {
     /// GPUs per node, and their type when the request names one.
     pub gpus_per_node: u32,
     pub gpu_type: Option<String>,
-    /// The GPU request could not be expressed per node (e.g. `--gpus=3` over 2 nodes).
+    /// The request has no shape the service can express (e.g. `--gpus=3` over 2 nodes, a
+    /// pending job array, a heterogeneous job): such jobs go to Slurm's own scheduler.
     pub gpu_shape_error: Option<String>,
     pub time_limit_ms: Option<u64>,
     /// Unix seconds.
@@ -258,6 +259,17 @@ impl SlurmJob {
                     g.count
                 ));
             }
+        }
+
+        // Shapes the service does not model: a pending array's meta record (its tasks split off
+        // one by one as Slurm starts them) and heterogeneous jobs.
+        if let Some(t) = get(&f, "ArrayTaskId").filter(|t| t.contains(['-', ',', '%']))
+            && gpu_shape_error.is_none()
+        {
+            gpu_shape_error = Some(format!("a pending job array (tasks {t})"));
+        }
+        if get(&f, "HetJobId").is_some_and(|v| !is_null(v)) && gpu_shape_error.is_none() {
+            gpu_shape_error = Some("a heterogeneous job".into());
         }
 
         // The `-d` detail: `Nodes=... CPU_IDs=... Mem=... GRES=gpu:a100:2(IDX:0-1)` groups.
@@ -453,5 +465,17 @@ mod tests {
         )
         .unwrap();
         assert!(e.gpu_shape_error.is_some());
+        let a = SlurmJob::parse(
+            &PENDING.replace("JobId=1 ", "JobId=1 ArrayJobId=1 ArrayTaskId=1-10%2 "),
+        )
+        .unwrap();
+        assert!(a.gpu_shape_error.unwrap().contains("job array"));
+        let one =
+            SlurmJob::parse(&PENDING.replace("JobId=1 ", "JobId=1 ArrayJobId=1 ArrayTaskId=3 "))
+                .unwrap();
+        assert!(
+            one.gpu_shape_error.is_none(),
+            "a single array task is an ordinary job"
+        );
     }
 }
