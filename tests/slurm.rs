@@ -552,3 +552,42 @@ fn a_bridge_killed_mid_stream_loses_and_double_places_nothing() {
     }
     assert!(restarts >= 5);
 }
+
+#[test]
+fn a_job_array_the_service_cannot_express_is_run_by_slurm() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(setup) = Setup::new("array", &spec(), "fifo/best-fit", "") else {
+        return;
+    };
+    let array = submit(
+        &setup.bed,
+        &["--array=1-3", "--gres=gpu:a100:1", "--wrap", "sleep 1"],
+    );
+    let plain = submit(&setup.bed, &["--gres=gpu:a100:1", "--wrap", "sleep 1"]);
+    let _bridge = setup.bridge(0);
+    wait_until(
+        Duration::from_secs(60),
+        "the array and the job to finish",
+        &setup,
+        || {
+            let jobs = setup.jobs();
+            let done = |j: &&SlurmJob| j.state == "COMPLETED";
+            // The array's three tasks (their ids start at the array's) and the plain job.
+            jobs.iter()
+                .filter(|j| j.id >= array && j.id != plain)
+                .filter(done)
+                .count()
+                == 3
+                && jobs.iter().filter(|j| j.id == plain).filter(done).count() == 1
+        },
+    );
+    // The plain job was the service's; the array was not.
+    let chosen = setup.service_choices();
+    assert!(chosen.contains_key(&plain));
+    assert!(!chosen.contains_key(&array));
+    assert!(
+        setup
+            .logs()
+            .contains("the service cannot express its request")
+    );
+}
