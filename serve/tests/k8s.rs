@@ -280,6 +280,19 @@ async fn a_typed_gpu_request_lands_only_on_matching_nodes() {
     args["Pod"]["metadata"]["annotations"]["lachesis.io/gpu-types"] = json!("H100, V100");
     let (_, r) = post_json(addr, FILTER, &args).await;
     assert_eq!(item_names(&r), ["h100-1"]);
+
+    // A pod that names its node runs nowhere else.
+    args["Pod"]["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("lachesis.io/gpu-types");
+    args["Pod"]["spec"]["nodeName"] = json!("a100-2");
+    let (_, r) = post_json(addr, FILTER, &args).await;
+    assert_eq!(item_names(&r), ["a100-2"]);
+    assert_eq!(
+        r["FailedAndUnresolvableNodes"]["a100-1"],
+        "the pod names node \"a100-2\" (spec.nodeName)"
+    );
     running.shutdown().await.unwrap();
 }
 

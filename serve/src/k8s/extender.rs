@@ -172,6 +172,13 @@ impl Extender {
                 ));
             }
         };
+        // A pod that names its node (spec.nodeName) can run nowhere else.
+        let bound = pod.spec.node_name.trim();
+        if !bound.is_empty() {
+            for c in candidates.iter_mut().filter(|c| c.name != bound) {
+                c.node = Err(format!("the pod names node {bound:?} (spec.nodeName)"));
+            }
+        }
         let mut seen = HashSet::new();
         for (i, c) in candidates.iter().enumerate() {
             if !seen.insert(c.name.as_str()) {
