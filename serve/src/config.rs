@@ -32,6 +32,7 @@ pub struct ServeConfig {
     pub http: HttpConfig,
     pub auth: AuthConfig,
     pub decision_log: DecisionLogConfig,
+    pub kubernetes: KubernetesConfig,
 }
 
 impl Default for ServeConfig {
@@ -49,6 +50,7 @@ impl Default for ServeConfig {
             http: HttpConfig::default(),
             auth: AuthConfig::default(),
             decision_log: DecisionLogConfig::default(),
+            kubernetes: KubernetesConfig::default(),
         }
     }
 }
@@ -199,6 +201,60 @@ impl Default for DecisionLogConfig {
     }
 }
 
+/// The Kubernetes scheduler-extender routes on the HTTP listener (`docs/kubernetes.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    /// Serve `POST {prefix}/filter`, `{prefix}/prioritize` and `{prefix}/preempt`.
+    pub enabled: bool,
+    /// Path prefix of the routes: starts with `/`, no trailing `/`.
+    pub prefix: String,
+    /// Node labels naming a node's GPU model, first present wins (the pod's nodeSelector on
+    /// any of them restricts its GPU models too).
+    pub gpu_model_labels: Vec<String>,
+    /// The extended resource that counts whole GPUs (device plugin).
+    pub gpu_resource: String,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            enabled: true,
+            prefix: "/k8s/v1".into(),
+            gpu_model_labels: vec![
+                "nvidia.com/gpu.product".into(),
+                "lachesis.io/gpu-model".into(),
+            ],
+            gpu_resource: "nvidia.com/gpu".into(),
+        }
+    }
+}
+
+impl KubernetesConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field, message: String| Err(ConfigError::Invalid { field, message });
+        let p = &self.prefix;
+        let path_ok = p.starts_with('/')
+            && (p.len() == 1 || !p.ends_with('/'))
+            && !p.contains("//")
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b));
+        if !path_ok {
+            return invalid(
+                "kubernetes.prefix",
+                format!("{p:?} is not a path prefix like \"/k8s/v1\""),
+            );
+        }
+        if self.gpu_model_labels.iter().any(|l| l.trim().is_empty()) {
+            return invalid("kubernetes.gpu_model_labels", "an empty label key".into());
+        }
+        if self.gpu_resource.trim().is_empty() {
+            return invalid("kubernetes.gpu_resource", "empty".into());
+        }
+        Ok(())
+    }
+}
+
 /// A token, kept out of logs and debug output.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -317,6 +373,7 @@ impl ServeConfig {
                 "max_bytes must be at least 4096 and queue at least 1".into(),
             );
         }
+        self.kubernetes.validate()?;
         if self.routing.mode != RoutingMode::Baseline && self.model.is_empty() {
             // Allowed (cold start), but worth knowing: the chain will answer.
             tracing::warn!(

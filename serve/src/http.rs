@@ -1,5 +1,6 @@
 //! The HTTP listener: Prometheus `/metrics` (OpenMetrics text), `/healthz` (the process is
-//! up) and `/readyz` (it answers decisions; 503 while shutting down).
+//! up), `/readyz` (it answers decisions; 503 while shutting down) and, unless
+//! `[kubernetes] enabled = false`, the Kubernetes scheduler-extender verbs (`crate::k8s`).
 
 use crate::engine::Engine;
 use axum::Router;
@@ -18,11 +19,20 @@ struct HttpState {
 
 /// The routes, sharing the engine's metrics and the ready flag.
 pub fn router(engine: Arc<Engine>, ready: Arc<AtomicBool>) -> Router {
-    Router::new()
+    let extender = engine
+        .config()
+        .kubernetes
+        .enabled
+        .then(|| crate::k8s::routes(Arc::clone(&engine)));
+    let router = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .with_state(HttpState { engine, ready })
+        .with_state(HttpState { engine, ready });
+    match extender {
+        Some(k8s) => router.merge(k8s),
+        None => router,
+    }
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {

@@ -13,6 +13,7 @@ pub mod decision_log;
 pub mod engine;
 pub mod http;
 pub mod inventory;
+pub mod k8s;
 pub mod metrics;
 pub mod model;
 pub mod reasons;
