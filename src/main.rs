@@ -28,6 +28,7 @@ mod bench_infer;
 mod bench_serve;
 mod compare;
 mod policies;
+mod probe_cmd;
 mod progress;
 mod replay_cmd;
 mod report;
@@ -67,6 +68,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Send one cluster snapshot (JSON) to a running service and print its decision.
     Decide(serve_cmd::DecideArgs),
+    /// Read this node's GPUs (NVML), CPUs and memory; print the node or push it to a service.
+    Probe(probe_cmd::Args),
     /// Rebuild the traffic of a decision log as a trace and compare the arms on it offline.
     Replay(replay_cmd::Args),
     /// Benchmarks that print ratios and rates (not timed tests).
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => serve_cmd::serve(&args),
         Command::Decide(args) => serve_cmd::decide(&args),
+        Command::Probe(args) => probe_cmd::run(&args),
         Command::Replay(args) => replay_cmd::run(&args),
         Command::Bench { command } => bench::run(&command),
     };

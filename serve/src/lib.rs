@@ -15,6 +15,7 @@ pub mod http;
 pub mod inventory;
 pub mod metrics;
 pub mod model;
+pub mod probe;
 pub mod reasons;
 pub mod replay;
 pub mod score;
