@@ -29,6 +29,7 @@ mod bench_serve;
 mod bench_slurm;
 mod compare;
 mod policies;
+mod probe_cmd;
 mod progress;
 mod replay_cmd;
 mod report;
@@ -71,6 +72,8 @@ enum Command {
     Decide(serve_cmd::DecideArgs),
     /// Drive a Slurm controller: hold jobs, ask the service, pin and release them.
     SlurmBridge(slurm_cmd::Args),
+    /// Read this node's GPUs (NVML), CPUs and memory; print the node or push it to a service.
+    Probe(probe_cmd::Args),
     /// Rebuild the traffic of a decision log as a trace and compare the arms on it offline.
     Replay(replay_cmd::Args),
     /// Benchmarks that print ratios and rates (not timed tests).
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => serve_cmd::serve(&args),
         Command::Decide(args) => serve_cmd::decide(&args),
+        Command::Probe(args) => probe_cmd::run(&args),
         Command::Replay(args) => replay_cmd::run(&args),
         Command::SlurmBridge(args) => slurm_cmd::run(&args),
         Command::Bench { command } => bench::run(&command),

@@ -7,76 +7,11 @@
 mod common;
 
 use common::lachesis;
+use common::server::{Server, http_get};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Kills the server if a test fails midway.
-struct Server(Child);
-
-impl Server {
-    /// `lachesis serve --config CONFIG`, and the line it prints once it listens.
-    fn start(config: &Path) -> (Server, String) {
-        let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
-            .args(["serve", "--config", config.to_str().unwrap()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut server = Server(child);
-        let mut line = String::new();
-        BufReader::new(server.0.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        (server, line)
-    }
-
-    fn signal(&self, name: &str) {
-        let pid = self.0.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args([name, &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-    }
-
-    /// SIGTERM, then the exit status, which must come within `bound`.
-    fn terminate(&mut self, bound: Duration) -> std::process::ExitStatus {
-        let started = Instant::now();
-        self.signal("-TERM");
-        loop {
-            if let Some(s) = self.0.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                started.elapsed() < bound,
-                "still running {bound:?} after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let code = text[9..12].parse().unwrap();
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-    (code, body)
-}
 
 /// Snapshots of a small cluster over five minutes: jobs arrive, run and finish.
 fn snapshots() -> Vec<Value> {

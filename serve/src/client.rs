@@ -1,5 +1,6 @@
-//! A client for the CLI (`lachesis decide`), the bench and the tests: connect (plaintext or
-//! TLS with a CA file), attach a bearer token, send a snapshot read from JSON.
+//! A client for the CLI (`lachesis decide`, `lachesis probe --push`), the bench and the tests:
+//! connect (plaintext or TLS with a CA file), attach a bearer token, send a snapshot read from
+//! JSON or a node agent's report.
 
 use crate::proto;
 use crate::proto::scheduler_client::SchedulerClient;
@@ -98,6 +99,22 @@ pub fn with_token<T>(body: T, token: Option<&str>) -> Result<Request<T>, ClientE
     Ok(request)
 }
 
+/// Reads a bearer token from a file (surrounding whitespace dropped; an empty file is refused).
+pub fn read_token(path: &Path) -> Result<String, ClientError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ClientError::File {
+        path: path.to_path_buf(),
+        message: format!("reading the token file: {e}"),
+    })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(ClientError::File {
+            path: path.to_path_buf(),
+            message: "the token file is empty".into(),
+        });
+    }
+    Ok(token.to_string())
+}
+
 /// Reads a snapshot from a JSON file (the `Snapshot` message, field names as in the .proto).
 pub fn read_snapshot(path: &Path) -> Result<proto::Snapshot, ClientError> {
     let text = std::fs::read_to_string(path).map_err(|e| ClientError::File {
@@ -130,4 +147,27 @@ pub async fn decide_file(
         .await?
         .into_inner();
     Ok(serde_json::to_string_pretty(&answer).expect("proto messages serialize"))
+}
+
+/// Reports `nodes` to the service at `addr` (`ReportNodes`, as `source`) and returns its reply:
+/// how many it accepted and how many fresh reports it holds now.
+pub async fn report_nodes(
+    addr: &str,
+    nodes: &[proto::Node],
+    source: &str,
+    token: Option<&str>,
+    ca: Option<&Path>,
+) -> Result<proto::ReportNodesResponse, ClientError> {
+    let mut client = connect(addr, ca, None).await?;
+    let reply = client
+        .report_nodes(with_token(
+            proto::ReportNodesRequest {
+                nodes: nodes.to_vec(),
+                source: source.to_string(),
+            },
+            token,
+        )?)
+        .await?
+        .into_inner();
+    Ok(reply)
 }

@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod k8s;
 pub mod metrics;
 pub mod model;
+pub mod probe;
 pub mod reasons;
 pub mod replay;
 pub mod score;

@@ -4,6 +4,8 @@
 // Each test crate uses a subset of these helpers.
 #![allow(dead_code)]
 
+pub mod server;
+
 use serde_json::Value;
 
 /// Relative tolerance of float comparisons against golden files.
