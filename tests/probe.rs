@@ -138,7 +138,7 @@ fn recorded_readings_print_the_node_as_json_and_as_a_table() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.starts_with(
-            "node v100-node-11: 4 x V100 (Tesla V100-SXM2-32GB), driver 470.223.02, CUDA 11.4"
+            "node v100-node-11: 4 x V100 (Tesla V100-SXM2-32GB), driver 525.147.05, CUDA 12.0"
         ),
         "{text}"
     );
@@ -198,48 +198,33 @@ fn without_a_driver_the_probe_says_so_and_fails() {
     assert!(out.stdout.is_empty());
 }
 
+/// `lachesis probe --recorded FIXTURE --push GRPC EXTRA...`, which must succeed; its stderr.
+fn push(name: &str, grpc: &str, extra: &[&str]) -> String {
+    let recorded = fixture(name);
+    let mut args = vec!["probe", "--recorded", &recorded, "--push", grpc];
+    args.extend_from_slice(extra);
+    let out = lachesis(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
+}
+
 #[test]
 fn pushes_once_and_every_interval_reach_the_service() {
     let dir = temp_dir("push");
     let (_server, grpc, http) = start_service(&dir, "");
 
-    let out = lachesis(&[
-        "probe",
-        "--recorded",
-        &fixture("a100-8x-half-busy.json"),
-        "--push",
-        &grpc,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let said = push("a100-8x-half-busy.json", &grpc, &[]);
     assert!(
-        stderr(&out).contains(&format!(
+        said.contains(&format!(
             "pushed node gpu-a100-07 to {grpc}: accepted 1, the service knows 1 node(s)"
         )),
-        "{}",
-        stderr(&out)
+        "{said}"
     );
     // Another node, under the scheduler's name for it.
-    let out = lachesis(&[
-        "probe",
-        "--recorded",
-        &fixture("cpu-only.json"),
-        "--node-name",
-        "cpu-01",
-        "--push",
-        &grpc,
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("the service knows 2 node(s)"));
+    let said = push("cpu-only.json", &grpc, &["--node-name", "cpu-01", "--json"]);
+    assert!(said.contains("the service knows 2 node(s)"), "{said}");
     // The same node again replaces its report: still two.
-    let out = lachesis(&[
-        "probe",
-        "--recorded",
-        &fixture("a100-8x-half-busy.json"),
-        "--push",
-        &grpc,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    push("a100-8x-half-busy.json", &grpc, &[]);
     assert_eq!(known_nodes(&grpc, None), 2);
     assert_eq!(report_calls(&http, "Ok"), 4);
 

@@ -2,7 +2,8 @@
 //! (or, when it is missing, slow, wrong or cold, a chain of proven heuristics) decides; a
 //! shield re-checks every placement; the answer says who decided, why it fell back and why
 //! each job left pending waits. Metrics, a decision log for offline replay, A/B and shadow
-//! routing, hot model reload, TLS and token auth.
+//! routing, hot model reload, TLS and token auth; and the node probe that reads a GPU node
+//! through NVML and reports it (`probe`).
 //!
 //! Depends on `lachesis-env` (world model, feasibility, heuristics) and `lachesis-agent`
 //! (learned policies). Proto types stay in this crate: the CLI talks to it through functions.

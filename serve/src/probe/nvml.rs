@@ -62,7 +62,7 @@ impl NvmlReader {
             move |e: NvmlError| ProbeError::Nvml {
                 call: what,
                 gpu: Some(index),
-                message: e.to_string(),
+                message: call_error(e),
             }
         };
         let device = self
@@ -102,7 +102,7 @@ impl NodeReader for NvmlReader {
             move |e: NvmlError| ProbeError::Nvml {
                 call: what,
                 gpu: None,
-                message: e.to_string(),
+                message: call_error(e),
             }
         };
         let earlier = match self.last_cpu {
@@ -145,6 +145,20 @@ impl NodeReader for NvmlReader {
 
     fn source(&self) -> String {
         format!("NVML ({})", self.library)
+    }
+}
+
+/// What went wrong in a call, plainly where the cause is known.
+fn call_error(e: NvmlError) -> String {
+    match e {
+        NvmlError::FailedToLoadSymbol(symbol) => format!(
+            "the driver's NVML lacks this function ({symbol}): the probe uses the NVML API of \
+             NVIDIA drivers R510 and newer; update the driver"
+        ),
+        NvmlError::GpuLost => "the GPU has fallen off the bus (check `nvidia-smi` and the \
+                               kernel log)"
+            .into(),
+        other => other.to_string(),
     }
 }
 
@@ -209,12 +223,9 @@ fn init_error(library: &str, e: NvmlError) -> ProbeError {
                       access to /dev/nvidiactl and /dev/nvidia*)"
                 .into(),
         },
-        NvmlError::FailedToLoadSymbol(symbol) => ProbeError::NvmlStart {
+        e @ NvmlError::FailedToLoadSymbol(_) => ProbeError::NvmlStart {
             library: library.to_string(),
-            message: format!(
-                "the library lacks a function the probe calls ({symbol}): the NVIDIA driver \
-                 is older than this probe needs; update it"
-            ),
+            message: call_error(e),
         },
         other => ProbeError::NvmlStart {
             library: library.to_string(),
@@ -226,6 +237,15 @@ fn init_error(library: &str, e: NvmlError) -> ProbeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_old_driver_is_named_as_the_cause() {
+        let text = call_error(NvmlError::FailedToLoadSymbol(
+            "nvmlDeviceGetMemoryInfo_v2: undefined symbol".into(),
+        ));
+        assert!(text.contains("nvmlDeviceGetMemoryInfo_v2"), "{text}");
+        assert!(text.contains("R510"), "{text}");
+    }
 
     /// Holds on every machine: a library that is not there is a missing driver, said plainly.
     #[test]

@@ -119,8 +119,8 @@ fn v100_node_mixed() {
         labels: labels(&[
             ("gpu_product", "Tesla V100-SXM2-32GB"),
             ("gpu_memory_mib", "32510"),
-            ("driver_version", "470.223.02"),
-            ("cuda_version", "11.4"),
+            ("driver_version", "525.147.05"),
+            ("cuda_version", "12.0"),
             ("nvlink_links", "6"),
         ]),
     };
