@@ -12,6 +12,7 @@ pub mod client;
 pub mod config;
 pub mod decision_log;
 pub mod engine;
+pub mod gpu_model;
 pub mod http;
 pub mod inventory;
 pub mod k8s;

@@ -78,8 +78,9 @@ async fn post_json(addr: SocketAddr, path: &str, body: &Value) -> (u16, Value) {
 fn a100_report(name: &str, gpu_free_milli: Vec<u32>) -> proto::Node {
     proto::Node {
         name: name.into(),
-        // As NVML spells it (lachesis probe): normalised like the label.
-        gpu_model: "NVIDIA A100-SXM4-80GB".into(),
+        // What `lachesis probe` reports for NVML's "NVIDIA A100-SXM4-80GB": it must match the
+        // pods' node selector on the GPU feature discovery label "NVIDIA-A100-SXM4-80GB".
+        gpu_model: lachesis_serve::probe::map::gpu_family("NVIDIA A100-SXM4-80GB"),
         gpus: 8,
         gpu_free_milli,
         cpu_milli: 95_900,
@@ -171,7 +172,7 @@ async fn filter_full_nodes_echoes_feasible_objects_and_splits_the_rest() {
     );
     let why = |n: &str| unresolvable[n].as_str().unwrap().to_string();
     assert!(
-        why("h100-1").contains("GPU model H100 is not among the pod's GPU models (A100-SXM4-80GB)"),
+        why("h100-1").contains("GPU model H100 is not among the pod's GPU models (A100)"),
         "{}",
         why("h100-1")
     );

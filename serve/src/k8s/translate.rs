@@ -8,7 +8,6 @@ use super::quantity::Quantity;
 use super::types::{Container, Node, Pod, ResourceList};
 use crate::config::KubernetesConfig;
 use crate::proto;
-use lachesis_env::gpu::GpuModel;
 use lachesis_env::units::GPU_MILLI;
 use std::collections::BTreeMap;
 
@@ -36,40 +35,12 @@ pub fn field_error(path: impl Into<String>, message: impl Into<String>) -> Field
     }
 }
 
-/// A GPU model name as Kubernetes labels spell it, in the form the service matches on: vendor
-/// words dropped (`NVIDIA-A100-SXM4-80GB` -> `A100-SXM4-80GB`, `Tesla-V100-SXM2-16GB` ->
-/// `V100-SXM2-16GB`), spaces and underscores as dashes; a name the catalog does not know but
-/// whose leading dash-separated part it does becomes that part (`V100-SXM2-16GB` -> `V100`,
-/// `H100-80GB-HBM3` -> `H100`), so speeds come from the catalog. Node labels, node selectors
-/// and the `lachesis.io/gpu-types` annotation all pass through here, so they match each other.
+/// A GPU model name as Kubernetes labels spell it, in the form the service matches on: see
+/// `crate::gpu_model::normalise`, the one rule the node probe uses too. Node labels, node
+/// selectors, the `lachesis.io/gpu-types` annotation and inventory reports all pass through
+/// here, so they match each other.
 pub fn normalise_gpu_model(raw: &str) -> String {
-    let mut name = raw.trim().replace([' ', '_'], "-");
-    loop {
-        let lower = name.to_ascii_lowercase();
-        let Some(rest) = ["nvidia-", "tesla-", "geforce-"]
-            .iter()
-            .find_map(|p| lower.starts_with(p).then(|| name[p.len()..].to_string()))
-        else {
-            break;
-        };
-        if rest.is_empty() {
-            break;
-        }
-        name = rest;
-    }
-    if GpuModel::from_catalog(&name).is_some() {
-        return name;
-    }
-    let mut best: Option<&str> = None;
-    for known in GpuModel::catalog_names() {
-        let fits = name.len() > known.len()
-            && name.as_bytes()[known.len()] == b'-'
-            && name[..known.len()].eq_ignore_ascii_case(known);
-        if fits && best.is_none_or(|b| known.len() > b.len()) {
-            best = Some(known);
-        }
-    }
-    best.map_or(name, str::to_string)
+    crate::gpu_model::normalise(raw)
 }
 
 fn quantity(list: &ResourceList, key: &str, path: &str) -> Result<Option<Quantity>, FieldError> {
@@ -514,7 +485,7 @@ mod tests {
     #[test]
     fn gpu_model_names_from_labels() {
         let table = [
-            ("NVIDIA-A100-SXM4-80GB", "A100-SXM4-80GB"), // a catalog alias, kept
+            ("NVIDIA-A100-SXM4-80GB", "A100"),
             ("NVIDIA-A100-PCIE-40GB", "A100"),
             ("Tesla-V100-SXM2-16GB", "V100"),
             ("NVIDIA-H100-80GB-HBM3", "H100"),
@@ -522,7 +493,7 @@ mod tests {
             ("Tesla-T4", "T4"),
             ("NVIDIA A10", "A10"),
             ("NVIDIA-A10G", "A10G"), // unknown: kept as is (A10 needs a dash after it)
-            ("h100", "h100"),
+            ("h100", "H100"),
             ("NVIDIA", "NVIDIA"),
         ];
         for (label, model) in table {
@@ -685,7 +656,7 @@ mod tests {
         let p = node_to_proto(&n, &cfg(), "Nodes.items[0]").unwrap();
         assert_eq!(
             (p.gpus, p.gpu_model.as_str(), p.cpu_milli, p.mem_mib),
-            (8, "A100-SXM4-80GB", 63_900, 515_000)
+            (8, "A100", 63_900, 515_000)
         );
         n.metadata.labels.clear();
         assert_eq!(

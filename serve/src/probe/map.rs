@@ -2,12 +2,11 @@
 //! for operators). Pure: no NVML, no files, no clock.
 //!
 //! - `name`: `--node-name`, else the hostname.
-//! - `gpu_model`: `--gpu-model`, else the product family of the NVML name, as the service's
-//!   catalog and the traces spell models: vendor and brand words (`NVIDIA`, `Tesla`, `GeForce`,
-//!   `Quadro`) dropped, then the first word up to a `-` or space (`NVIDIA A100-SXM4-80GB` ->
-//!   `A100`, `NVIDIA H100 80GB HBM3` -> `H100`, `Tesla V100-SXM2-32GB` -> `V100`); a product
-//!   line word (`RTX`, `TITAN`, `GTX`) keeps the word after it (`NVIDIA RTX A6000` ->
-//!   `RTX-A6000`). A node's GPUs must share one model unless `--gpu-model` names it.
+//! - `gpu_model`: `--gpu-model`, else the product family of NVML's name in the service's
+//!   spelling (`crate::gpu_model::normalise`, the rule the Kubernetes extender applies to node
+//!   labels too): `NVIDIA A100-SXM4-80GB` -> `A100`, `NVIDIA H100 80GB HBM3` -> `H100`,
+//!   `Tesla V100-SXM2-32GB` -> `V100`, `NVIDIA RTX A6000` -> `RTX-A6000`. A node's GPUs must
+//!   share one model unless `--gpu-model` names it.
 //! - `gpus`: the number of GPUs NVML lists; `gpu_free_milli`: one entry per GPU, see
 //!   [`gpu_free_milli`].
 //! - `cpu_milli` = logical CPUs x 1000; `cpu_free_milli` = `cpu_milli` x the idle share of the
@@ -147,19 +146,7 @@ fn share(of: u64, part: u64, total: u64) -> u64 {
 
 /// The model family in an NVML product name (see the module docs).
 pub fn gpu_family(name: &str) -> String {
-    const BRANDS: [&str; 4] = ["NVIDIA", "Tesla", "GeForce", "Quadro"];
-    const LINES: [&str; 3] = ["RTX", "TITAN", "GTX"];
-    let words: Vec<&str> = name
-        .split(|c: char| c.is_whitespace() || c == '-' || c == '_')
-        .filter(|w| !w.is_empty() && !BRANDS.iter().any(|b| b.eq_ignore_ascii_case(w)))
-        .collect();
-    match words.as_slice() {
-        [] => name.trim().to_string(),
-        [line, model, ..] if LINES.iter().any(|l| l.eq_ignore_ascii_case(line)) => {
-            format!("{line}-{model}")
-        }
-        [first, ..] => first.to_string(),
-    }
+    crate::gpu_model::normalise(name)
 }
 
 fn labels(reading: &NodeReading, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
