@@ -71,8 +71,9 @@ pub struct CycleReport {
     pub preempted: Vec<u64>,
     /// Placements refused by the bridge's own check, with why.
     pub refused: Vec<(u64, String)>,
-    /// Pins Slurm refused or could not take (e.g. the controller timed out; the job was
-    /// cancelled meanwhile), with the error: the job stays held and is decided again.
+    /// Pins (and requeues) Slurm refused or could not take (e.g. the controller timed out; the
+    /// job was cancelled or ended meanwhile), with the error: the job stays as it was and is
+    /// decided again.
     pub pin_failed: Vec<(u64, String)>,
     /// Jobs released to Slurm's own scheduler (service down past the timeout, or a request the
     /// service cannot express).
@@ -356,7 +357,14 @@ impl<C: SlurmCtl> Bridge<C> {
                 };
                 match by_id.get(&id) {
                     Some(j) if j.holds_resources() => {
-                        self.ctl.requeue_hold(id)?;
+                        // A victim that cannot be requeued (it just ended, or Slurm refused)
+                        // is reported and skipped; its preemptor, pinned below, waits for the
+                        // room like any released job (re-held if it never starts).
+                        if let Err(e) = self.ctl.requeue_hold(id) {
+                            tracing::warn!(job = id, error = %e, "requeue failed");
+                            report.pin_failed.push((id, e.to_string()));
+                            continue;
+                        }
                         self.state.requeued.insert(id, now);
                         let ran = j
                             .start_s
