@@ -608,3 +608,22 @@ fn policy_config_tunes_tiresias_and_rejects_unknown_fields() {
     );
     fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn slurm_bridge_refuses_a_bad_config_naming_the_file_and_field() {
+    let dir = std::env::temp_dir().join(format!("lachesis-bridge-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.toml");
+    let stderr = fails(&["slurm-bridge", "--config", missing.to_str().unwrap()]);
+    assert_mentions(&stderr, &["missing.toml"]);
+
+    let bad = dir.join("bridge.toml");
+    std::fs::write(&bad, "[on_service_down]\npolicy = \"sometimes\"\n").unwrap();
+    let stderr = fails(&["slurm-bridge", "--config", bad.to_str().unwrap()]);
+    assert_mentions(&stderr, &["bridge.toml", "policy", "sometimes"]);
+
+    std::fs::write(&bad, "[on_service_down]\nhold_timeout_s = -1\n").unwrap();
+    let stderr = fails(&["slurm-bridge", "--config", bad.to_str().unwrap()]);
+    assert_mentions(&stderr, &["bridge.toml", "on_service_down.hold_timeout_s"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
