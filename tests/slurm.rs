@@ -194,8 +194,16 @@ fn submit(bed: &Testbed, args: &[&str]) -> u64 {
     bed.sbatch(&[&["-o", "/dev/null"], args].concat()).unwrap()
 }
 
+/// GPUs per node of a testbed, by node name.
+fn gpu_capacity(spec: &TestbedSpec) -> BTreeMap<String, u32> {
+    spec.groups
+        .iter()
+        .flat_map(|g| (1..=g.count).map(move |i| (format!("{}-{i}", g.prefix), g.gpus)))
+        .collect()
+}
+
 /// Per node, GPUs held by running jobs (from their allocations) — never above capacity.
-fn check_capacity(jobs: &[SlurmJob], capacity: &BTreeMap<&str, u32>) {
+fn check_capacity(jobs: &[SlurmJob], capacity: &BTreeMap<String, u32>) {
     let mut used: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     for j in jobs.iter().filter(|j| j.holds_resources()) {
         for a in &j.alloc {
@@ -237,14 +245,7 @@ fn jobs_run_exactly_where_the_service_chose_within_gpu_capacity() {
         return;
     };
     let bed = &setup.bed;
-    let capacity: BTreeMap<&str, u32> = [
-        ("a100n-1", 4),
-        ("a100n-2", 4),
-        ("a100n-3", 4),
-        ("v100n-1", 2),
-        ("v100n-2", 2),
-    ]
-    .into();
+    let capacity = gpu_capacity(&spec());
     // 28 a100 GPUs and 4 v100 GPUs asked of 12 and 4: jobs must queue.
     let mut ids = Vec::new();
     for _ in 0..4 {
@@ -498,14 +499,7 @@ fn a_bridge_killed_mid_stream_loses_and_double_places_nothing() {
     let Some(setup) = Setup::new("restart", &spec(), "fifo/best-fit", "") else {
         return;
     };
-    let capacity: BTreeMap<&str, u32> = [
-        ("a100n-1", 4),
-        ("a100n-2", 4),
-        ("a100n-3", 4),
-        ("v100n-1", 2),
-        ("v100n-2", 2),
-    ]
-    .into();
+    let capacity = gpu_capacity(&spec());
     let mut ids = Vec::new();
     let mut bridge = setup.bridge(0);
     let mut restarts = 0;

@@ -214,6 +214,8 @@ impl<C: SlurmCtl> Bridge<C> {
         self.state.requeued.retain(|id, at| {
             by_id.get(id).is_some_and(|j| j.is_pending()) && now < *at + 3_600_000
         });
+        // Jobs logged as never fitting: only those Slurm still has (the set would grow forever).
+        self.never_fit_logged.retain(|id| by_id.contains_key(id));
         self.state.attained.retain(|id, _| {
             by_id
                 .get(id)

@@ -368,7 +368,7 @@ impl SlurmJob {
         matches!(
             self.state.as_str(),
             "RUNNING" | "COMPLETING" | "SUSPENDED" | "CONFIGURING" | "STOPPED" | "SIGNALING"
-        ) || (self.state.starts_with("COMPLETING"))
+        )
     }
 
     /// Held: pending with priority 0 (a hold by the submit plugin, `sbatch -H`, `requeuehold`).
