@@ -352,6 +352,37 @@ impl ClusterState {
         Ok(())
     }
 
+    /// Returns every task of running `job`'s resources, the job staying on the books
+    /// (tentative planning: `retake_job` undoes it); `false` if it is not running.
+    pub(crate) fn give_back_job(&mut self, job: JobId) -> bool {
+        let Some(alloc) = self.running.get_mut(&job) else {
+            return false;
+        };
+        let (task, tasks) = (alloc.task, std::mem::take(&mut alloc.tasks));
+        for t in &tasks {
+            self.give_back_task(&task, t);
+        }
+        self.restore_tasks(job, tasks);
+        true
+    }
+
+    /// Takes back what `give_back_job` returned for `job`.
+    pub(crate) fn retake_job(&mut self, job: JobId) {
+        let alloc = self.running.get_mut(&job).expect("freed job still running");
+        let (task, tasks) = (alloc.task, std::mem::take(&mut alloc.tasks));
+        for t in &tasks {
+            self.take_task(&task, u64::MAX, t)
+                .expect("re-taking what was freed fits");
+        }
+        self.restore_tasks(job, tasks);
+    }
+
+    fn restore_tasks(&mut self, job: JobId, tasks: Vec<TaskPlacement>) {
+        if let Some(alloc) = self.running.get_mut(&job) {
+            alloc.tasks = tasks;
+        }
+    }
+
     /// Returns one task's resources, taken earlier by `take_task`.
     pub(crate) fn give_back_task(&mut self, task: &TaskRequest, t: &TaskPlacement) {
         let node = t.node;

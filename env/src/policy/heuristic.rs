@@ -30,6 +30,13 @@ pub trait Placer: Send {
     /// from what the scheduler has seen, such as FGD's online task mix). Default: nothing.
     fn observe(&mut self, _ctx: &DecisionContext<'_>) {}
     fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>>;
+    /// Whether this placer places every job whose tasks the free capacity can hold (it puts
+    /// tasks one at a time, each on any node that can hold one, and never refuses a fit). The
+    /// victim searches then count capacity (`Room`) instead of asking it for every candidate
+    /// set; the count is exact for such a placer. Default: `false` (asked every time).
+    fn complete(&self) -> bool {
+        false
+    }
 }
 
 /// Changes a decision after the ordering pass: backfilling more jobs, or preempting running
@@ -88,6 +95,9 @@ impl Placer for StrategyPlacer {
     }
     fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
         planner.place(job, self.strategy)
+    }
+    fn complete(&self) -> bool {
+        true
     }
 }
 

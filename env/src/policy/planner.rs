@@ -8,10 +8,12 @@ use crate::cluster::{ClusterState, FitStrategy, Infeasible, TaskPlacement};
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::JobId;
 use std::cell::RefMut;
+use std::collections::HashSet;
 
 enum Entry {
     Took(TaskRequest, TaskPlacement),
     Freed(JobId),
+    Retook(JobId),
     Gave(TaskRequest, TaskPlacement),
 }
 
@@ -22,6 +24,8 @@ pub struct PlanMark(usize);
 pub struct Planner<'a> {
     state: RefMut<'a, ClusterState>,
     journal: Vec<Entry>,
+    /// The jobs the journal holds as `Freed` (victim searches free hundreds: no journal scan).
+    freed: HashSet<JobId>,
 }
 
 impl std::fmt::Debug for Planner<'_> {
@@ -37,6 +41,7 @@ impl<'a> Planner<'a> {
         Planner {
             state,
             journal: Vec::new(),
+            freed: HashSet::new(),
         }
     }
 
@@ -71,20 +76,23 @@ impl<'a> Planner<'a> {
     /// Tentatively frees a running job's resources, to plan what a preemption would allow.
     /// `false` if the job is not running or was already freed here.
     pub fn free_running(&mut self, job: JobId) -> bool {
-        let already = self
-            .journal
-            .iter()
-            .any(|e| matches!(e, Entry::Freed(j) if *j == job));
-        let Some(alloc) = self.state.allocation(job).cloned() else {
-            return false;
-        };
-        if already {
+        if self.freed.contains(&job) || !self.state.give_back_job(job) {
             return false;
         }
-        for t in &alloc.tasks {
-            self.state.give_back_task(&alloc.task, t);
-        }
+        self.freed.insert(job);
         self.journal.push(Entry::Freed(job));
+        true
+    }
+
+    /// Takes back the resources of a job this planner freed (out of journal order, to try the
+    /// sets that spare one victim without freeing the others again); undone like any change.
+    /// `false` if the job is not freed here.
+    pub fn retake(&mut self, job: JobId) -> bool {
+        if !self.freed.remove(&job) {
+            return false;
+        }
+        self.state.retake_job(job);
+        self.journal.push(Entry::Retook(job));
         true
     }
 
@@ -117,16 +125,12 @@ impl<'a> Planner<'a> {
                     .take_task(&task, u64::MAX, &t)
                     .expect("re-taking what this planner gave back fits"),
                 Entry::Freed(job) => {
-                    let alloc = self
-                        .state
-                        .allocation(job)
-                        .cloned()
-                        .expect("freed job still running");
-                    for t in &alloc.tasks {
-                        self.state
-                            .take_task(&alloc.task, u64::MAX, t)
-                            .expect("re-taking what this planner freed fits");
-                    }
+                    self.freed.remove(&job);
+                    self.state.retake_job(job);
+                }
+                Entry::Retook(job) => {
+                    self.freed.insert(job);
+                    self.state.give_back_job(job);
                 }
             }
         }

@@ -26,7 +26,7 @@ use super::super::Decision;
 use super::super::context::DecisionContext;
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
-use super::{fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use super::{Room, fits_after_freeing, placed, preempt_and_place, shortest_prefix};
 use crate::policy::order::{TiresiasConfig, tiresias_queue};
 use crate::units::{GPU_MILLI, JobId};
 
@@ -90,10 +90,14 @@ impl LasPreempt {
             .filter(|(s, v)| self.queue(*s) > q && ctx.job(*v).qos >= job.qos)
             .map(|(_, v)| *v)
             .collect();
-        if victims.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
+        if victims.is_empty() {
             return None;
         }
-        let k = shortest_prefix(planner, placer, job, &victims)?;
+        let room = Room::new(planner.state(), job);
+        if fits_after_freeing(planner, placer, &room, job, &[]) {
+            return None;
+        }
+        let k = shortest_prefix(planner, placer, &room, job, &victims)?;
         Some(victims[..k].to_vec())
     }
 }

@@ -8,6 +8,7 @@
 mod easy;
 mod las;
 mod preempt;
+mod room;
 
 pub use easy::Easy;
 pub use las::LasPreempt;
@@ -18,6 +19,7 @@ use super::planner::Planner;
 use super::{Decision, Placement};
 use crate::job::JobSpec;
 use crate::units::JobId;
+use room::{Freed, Room};
 
 /// Whether an earlier part of this decision already placed `job`.
 fn placed(decision: &Decision, job: JobId) -> bool {
@@ -25,12 +27,21 @@ fn placed(decision: &Decision, job: JobId) -> bool {
 }
 
 /// Whether `job` fits after tentatively freeing `victims` (all of them); nothing changes.
+/// `room` is the job's room on the planner's cluster as it stands: the placer is asked only
+/// when the capacity is there.
 fn fits_after_freeing(
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
+    room: &Room,
     job: &JobSpec,
     victims: &[JobId],
 ) -> bool {
+    if !room.admits_after(planner.state(), victims) {
+        return false;
+    }
+    if placer.complete() {
+        return true;
+    }
     let mark = planner.mark();
     for v in victims {
         planner.free_running(*v);
@@ -41,16 +52,26 @@ fn fits_after_freeing(
 }
 
 /// The shortest prefix of `victims` whose release lets `job` fit, freeing them in order and
-/// trying after each; `None` if not even all of them do. Nothing changes.
+/// trying after each; `None` if not even all of them do. Nothing changes. The prefixes too
+/// short to make room (`room`, counted without the planner) are freed without asking the
+/// placer, which could not have placed the job there.
 fn shortest_prefix(
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
+    room: &Room,
     job: &JobSpec,
     victims: &[JobId],
 ) -> Option<usize> {
+    let first = room.first_prefix(planner.state(), victims)?;
+    if placer.complete() {
+        return Some(first);
+    }
     let mark = planner.mark();
+    for v in &victims[..first - 1] {
+        planner.free_running(*v);
+    }
     let mut found = None;
-    for (i, v) in victims.iter().enumerate() {
+    for (i, v) in victims.iter().enumerate().skip(first - 1) {
         planner.free_running(*v);
         if placer.place(planner, job).is_some() {
             found = Some(i + 1);

@@ -31,11 +31,11 @@ use super::super::Decision;
 use super::super::context::DecisionContext;
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
-use super::{fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use super::{Freed, Room, fits_after_freeing, placed, preempt_and_place, shortest_prefix};
 use crate::job::{JobSpec, Qos};
 use crate::units::{JobId, NodeId};
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// Class-based preemption; see the module docs for the rule.
 #[derive(Debug, Default)]
@@ -65,13 +65,14 @@ impl Candidate {
 fn victim_set(
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
+    room: &Room,
     job: &JobSpec,
     pool: &[Candidate],
 ) -> Option<Vec<JobId>> {
     let ids: Vec<JobId> = pool.iter().map(|c| c.job).collect();
     if let Some(single) = ids
         .iter()
-        .find(|v| fits_after_freeing(planner, placer, job, &[**v]))
+        .find(|v| fits_after_freeing(planner, placer, room, job, &[**v]))
     {
         return Some(vec![*single]);
     }
@@ -81,27 +82,21 @@ fn victim_set(
             .map(|c| c.risk)
             .sum()
     };
-    let nodes: BTreeSet<NodeId> = ids
-        .iter()
-        .filter_map(|v| planner.state().allocation(*v))
-        .flat_map(|a| a.nodes())
-        .collect();
+    // Each node's candidates, cheapest first (one pass over the pool).
+    let mut by_node: BTreeMap<NodeId, Vec<JobId>> = BTreeMap::new();
+    for v in &ids {
+        if let Some(a) = planner.state().allocation(*v) {
+            for node in a.nodes() {
+                by_node.entry(node).or_default().push(*v);
+            }
+        }
+    }
     let mut best: Option<(usize, u128, Vec<JobId>)> = None;
-    for node in nodes {
-        let on: Vec<JobId> = ids
-            .iter()
-            .copied()
-            .filter(|v| {
-                planner
-                    .state()
-                    .allocation(*v)
-                    .is_some_and(|a| a.tasks.iter().any(|t| t.node == node))
-            })
-            .collect();
-        let Some(k) = shortest_prefix(planner, placer, job, &on) else {
+    for on in by_node.into_values() {
+        let Some(k) = shortest_prefix(planner, placer, room, job, &on) else {
             continue;
         };
-        let set = prune(planner, placer, job, on[..k].to_vec());
+        let set = prune(planner, placer, room, job, on[..k].to_vec());
         let key = (set.len(), risk(&set));
         if best.as_ref().is_none_or(|(n, r, _)| key < (*n, *r)) {
             best = Some((key.0, key.1, set));
@@ -110,24 +105,53 @@ fn victim_set(
     if let Some((_, _, set)) = best {
         return Some(set);
     }
-    let k = shortest_prefix(planner, placer, job, &ids)?;
-    Some(prune(planner, placer, job, ids[..k].to_vec()))
+    let k = shortest_prefix(planner, placer, room, job, &ids)?;
+    Some(prune(planner, placer, room, job, ids[..k].to_vec()))
 }
 
-/// Drops every victim that can be spared, the most expensive (last) first.
-fn prune(
+/// Drops every victim that can be spared, the most expensive (last) first. The set is freed
+/// once, then each victim in turn is taken back and the placer asked: the cluster is then in
+/// the state that freeing the others alone would leave (free capacity does not depend on the
+/// order of frees), at one free or take per victim instead of a whole set each.
+pub(super) fn prune(
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
+    room: &Room,
     job: &JobSpec,
     mut set: Vec<JobId>,
 ) -> Vec<JobId> {
+    if placer.complete() {
+        // Capacity decides for such a placer: take each victim back from the count instead.
+        let mut freed = Freed::default();
+        for v in &set {
+            room.free(planner.state(), &mut freed, *v);
+        }
+        for i in (0..set.len()).rev() {
+            room.unfree(planner.state(), &mut freed, set[i]);
+            if room.admits(&freed) {
+                set.remove(i);
+            } else {
+                room.free(planner.state(), &mut freed, set[i]);
+            }
+        }
+        return set;
+    }
+    let mark = planner.mark();
+    for v in &set {
+        planner.free_running(*v);
+    }
     for i in (0..set.len()).rev() {
-        let mut without = set.clone();
-        without.remove(i);
-        if fits_after_freeing(planner, placer, job, &without) {
-            set = without;
+        planner.retake(set[i]);
+        let try_mark = planner.mark();
+        let fits = placer.place(planner, job).is_some();
+        planner.undo_to(try_mark);
+        if fits {
+            set.remove(i);
+        } else {
+            planner.free_running(set[i]);
         }
     }
+    planner.undo_to(mark);
     set
 }
 
@@ -173,10 +197,14 @@ fn victims_among(
         .copied()
         .filter(|c| class(ctx.job(c.job)) < class(job))
         .collect();
-    if lower.is_empty() || fits_after_freeing(planner, placer, job, &[]) {
+    if lower.is_empty() {
         return None;
     }
-    victim_set(planner, placer, job, &lower)
+    let room = Room::new(planner.state(), job);
+    if fits_after_freeing(planner, placer, &room, job, &[]) {
+        return None;
+    }
+    victim_set(planner, placer, &room, job, &lower)
 }
 
 /// The minimal victim set `ClassPreempt` would preempt for the blocked `job` on the planner's
