@@ -30,7 +30,7 @@ use crate::policy::order::{DurationPredictor, TiresiasConfig};
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
     DecisionContext, LasPreempt, PendingJob, Placement, Placer, PlanMark, Planner, StrategyPlacer,
-    minimal_victims,
+    VictimPools, minimal_victims,
 };
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
@@ -543,6 +543,10 @@ fn candidates_in(
     // A proposer's answer depends only on the cluster and the job's shape, and every answer is
     // undone before the next: jobs of one shape share it within this decision point.
     let mut answers: Vec<(&JobSpec, usize, Option<Proposal>)> = Vec::new();
+    // Likewise the victim search and the proposal after it: they depend on the shape, the
+    // class (`preempt`) and the service queue (`las-preempt`) only.
+    let mut preemptions: Vec<(&JobSpec, Option<usize>, Option<Preemption>)> = Vec::new();
+    let mut pools = VictimPools::new(&taken.preempted);
     'jobs: for listed in &shortlist {
         let p = listed.p;
         let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
@@ -593,20 +597,25 @@ fn candidates_in(
         else {
             continue;
         };
-        let victims = minimal_victims(ctx, planner, placer.as_mut(), p.spec, &taken.preempted)
-            .or_else(|| {
-                las.and_then(|l| {
-                    l.victims_for(ctx, planner, placer.as_mut(), p.spec, &taken.preempted)
-                })
-            });
-        let Some(victims) = victims else {
-            continue;
+        let queue = las.map(|l| l.queue_of(ctx, p.spec.id));
+        let known = preemptions
+            .iter()
+            .find(|(j, q, _)| {
+                *q == queue
+                    && same_shape(j, p.spec)
+                    && (j.qos, j.priority) == (p.spec.qos, p.spec.priority)
+            })
+            .map(|(_, _, a)| a.clone());
+        let answer = match known {
+            Some(a) => a,
+            None => {
+                let a =
+                    preempt_proposal(ctx, planner, placer.as_mut(), las, mix, p.spec, &mut pools);
+                preemptions.push((p.spec, queue, a.clone()));
+                a
+            }
         };
-        let mark = planner.mark();
-        for v in &victims {
-            planner.free_running(*v);
-        }
-        let Some(proposal) = propose(planner, mark, placer.as_mut(), mix, p.spec) else {
+        let Some((victims, proposal)) = answer else {
             continue;
         };
         candidates.push(candidate(
@@ -626,6 +635,30 @@ fn candidates_in(
         global,
         must_act: false,
     }
+}
+
+/// Victims, and the proposal once they are freed.
+type Preemption = (Vec<JobId>, Proposal);
+
+/// The victims for `job` (`preempt`'s minimal set, else with `las` LAS's) and where `placer`
+/// puts it once they are freed; nothing changes on the planner.
+fn preempt_proposal(
+    ctx: &DecisionContext<'_>,
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    las: Option<&LasPreempt>,
+    mix: &TaskMix,
+    job: &JobSpec,
+    pools: &mut VictimPools,
+) -> Option<Preemption> {
+    let victims = minimal_victims(ctx, planner, placer, job, pools)
+        .or_else(|| las.and_then(|l| l.victims_for(ctx, planner, placer, job, pools)))?;
+    let mark = planner.mark();
+    for v in &victims {
+        planner.free_running(*v);
+    }
+    let proposal = propose(planner, mark, placer, mix, job)?;
+    Some((victims, proposal))
 }
 
 /// The jobs that get candidates (see the module docs): the oldest `ceil(k / 3)` pending jobs,

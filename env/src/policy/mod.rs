@@ -15,7 +15,7 @@ mod registry;
 
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
-pub use modifier::{ClassPreempt, Easy, LasPreempt, minimal_victims};
+pub use modifier::{ClassPreempt, Easy, LasPreempt, VictimPools, minimal_victims};
 pub use planner::{PlanMark, Planner};
 pub use registry::{
     PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,

@@ -26,7 +26,7 @@ use super::super::Decision;
 use super::super::context::DecisionContext;
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
-use super::{Room, fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use super::{Room, VictimPools, fits_after_freeing, placed, preempt_and_place, shortest_prefix};
 use crate::policy::order::{TiresiasConfig, tiresias_queue};
 use crate::units::{GPU_MILLI, JobId};
 
@@ -50,28 +50,29 @@ impl LasPreempt {
         tiresias_queue(service, &self.thresholds)
     }
 
+    /// The service queue `job` is in now.
+    pub fn queue_of(&self, ctx: &DecisionContext<'_>, job: JobId) -> usize {
+        self.queue(service(ctx, job))
+    }
+
     /// The victims this rule would preempt for the waiting `job` alone, on the planner's
-    /// cluster as it stands: running preemptible jobs (not in `exclude`) of a strictly more
-    /// served queue and no more important QoS, most served first, the shortest prefix of them
-    /// that lets `job` fit with `placer`. `None` when the job fits without preempting or no
-    /// prefix lets it fit. Nothing changes on the planner.
+    /// cluster as it stands: running preemptible jobs (not excluded by `pools`) of a strictly
+    /// more served queue and no more important QoS, most served first, the shortest prefix of
+    /// them that lets `job` fit with `placer`. `None` when the job fits without preempting or
+    /// no prefix lets it fit. Nothing changes on the planner.
     pub fn victims_for(
         &self,
         ctx: &DecisionContext<'_>,
         planner: &mut Planner<'_>,
         placer: &mut dyn Placer,
         job: &crate::job::JobSpec,
-        exclude: &[JobId],
+        pools: &mut VictimPools,
     ) -> Option<Vec<JobId>> {
-        let q = self.queue(service(ctx, job.id));
-        self.victims_among(
-            ctx,
-            planner,
-            placer,
-            job,
-            q,
-            &running_by_service(ctx, planner, exclude),
-        )
+        let q = self.queue_of(ctx, job.id);
+        let running = pools
+            .las
+            .get_or_insert_with(|| running_by_service(ctx, planner, &pools.exclude));
+        self.victims_among(ctx, planner, placer, job, q, running)
     }
 
     /// The shortest prefix of `running` (most served first) of a queue above `q` and no more

@@ -21,6 +21,27 @@ use crate::job::JobSpec;
 use crate::units::JobId;
 use room::{Freed, Room};
 
+/// The running jobs the victim searches choose from, ranked once for many searches on one
+/// cluster state (the gym asks for every shortlisted job of a decision point): `preempt`'s
+/// pool, cheapest first, and `las-preempt`'s, most served first, each built on first use.
+/// Valid while the planner's running jobs and the excluded jobs stay as they were.
+#[derive(Debug, Default)]
+pub struct VictimPools {
+    exclude: Vec<JobId>,
+    class: Option<Vec<preempt::Candidate>>,
+    las: Option<Vec<(u128, JobId)>>,
+}
+
+impl VictimPools {
+    /// Pools without the jobs in `exclude` (preempted earlier in the decision being built).
+    pub fn new(exclude: &[JobId]) -> Self {
+        VictimPools {
+            exclude: exclude.to_vec(),
+            ..VictimPools::default()
+        }
+    }
+}
+
 /// Whether an earlier part of this decision already placed `job`.
 fn placed(decision: &Decision, job: JobId) -> bool {
     decision.placements.iter().any(|p| p.job == job)

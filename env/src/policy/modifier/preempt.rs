@@ -31,7 +31,9 @@ use super::super::Decision;
 use super::super::context::DecisionContext;
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
-use super::{Freed, Room, fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use super::{
+    Freed, Room, VictimPools, fits_after_freeing, placed, preempt_and_place, shortest_prefix,
+};
 use crate::job::{JobSpec, Qos};
 use crate::units::{JobId, NodeId};
 use std::cmp::Reverse;
@@ -48,7 +50,7 @@ fn class(job: &JobSpec) -> (Reverse<Qos>, i32) {
 
 /// A running job that may be preempted, with what preempting it risks.
 #[derive(Debug, Clone, Copy)]
-struct Candidate {
+pub(super) struct Candidate {
     job: JobId,
     /// GPU-time of the current run, milli-GPU x ms.
     risk: u128,
@@ -156,7 +158,7 @@ pub(super) fn prune(
 }
 
 /// The preemptible running jobs not in `exclude`, ranked cheapest first.
-fn preemptible_pool(
+pub(super) fn preemptible_pool(
     ctx: &DecisionContext<'_>,
     planner: &Planner<'_>,
     exclude: &[JobId],
@@ -210,27 +212,31 @@ fn victims_among(
 /// The minimal victim set `ClassPreempt` would preempt for the blocked `job` on the planner's
 /// cluster as it stands (see the module docs for the rule): `None` when the job fits without
 /// preempting, or no set of preemptible lower-class running jobs lets it fit. Victims are
-/// checked with `placer`; nothing changes on the planner. Jobs in `exclude` (already preempted
-/// in the decision being built) are not victims again.
+/// checked with `placer`; nothing changes on the planner. The jobs `pools` excludes (already
+/// preempted in the decision being built) are not victims again.
 pub fn minimal_victims(
     ctx: &DecisionContext<'_>,
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
     job: &JobSpec,
-    exclude: &[JobId],
+    pools: &mut VictimPools,
 ) -> Option<Vec<JobId>> {
-    // The common case first, without building and ranking the pool: no preemptible running
-    // job of a lower class (`victims_among` would find none either).
-    let below = class(job);
-    let any_lower = planner
-        .state()
-        .running()
-        .any(|a| a.preemptible && class(ctx.job(a.job)) < below);
-    if !any_lower {
-        return None;
+    if pools.class.is_none() {
+        // The common case first, without building and ranking the pool: no preemptible
+        // running job of a lower class (`victims_among` would find none either).
+        let below = class(job);
+        let any_lower = planner
+            .state()
+            .running()
+            .any(|a| a.preemptible && class(ctx.job(a.job)) < below);
+        if !any_lower {
+            return None;
+        }
     }
-    let pool = preemptible_pool(ctx, planner, exclude);
-    victims_among(ctx, planner, placer, job, &pool)
+    let pool = pools
+        .class
+        .get_or_insert_with(|| preemptible_pool(ctx, planner, &pools.exclude));
+    victims_among(ctx, planner, placer, job, pool)
 }
 
 impl Modifier for ClassPreempt {

@@ -50,9 +50,46 @@ struct Scratch {
 /// Freed capacity accumulated over a set of victims, per touched node.
 #[derive(Debug, Default)]
 pub(super) struct Freed {
-    nodes: HashMap<NodeId, Scratch>,
+    /// Touched nodes in first-touch order; looked up by scanning while few (a single victim
+    /// touches one node or a few), through `index` beyond.
+    nodes: Vec<(NodeId, Scratch)>,
+    index: HashMap<NodeId, usize>,
     /// Tasks of the job the touched nodes hold now, minus what they held before.
     gained: u64,
+}
+
+/// Touched nodes looked up by scanning up to this many.
+const SCAN: usize = 8;
+
+impl Freed {
+    /// The scratch of `node`, made by `init` on first touch.
+    fn slot(&mut self, node: NodeId, init: impl FnOnce() -> Scratch) -> &mut Scratch {
+        let found = if self.nodes.len() <= SCAN {
+            self.nodes.iter().position(|(n, _)| *n == node)
+        } else {
+            if self.index.is_empty() {
+                self.index = self
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (n, _))| (*n, i))
+                    .collect();
+            }
+            self.index.get(&node).copied()
+        };
+        let i = match found {
+            Some(i) => i,
+            None => {
+                self.nodes.push((node, init()));
+                let i = self.nodes.len() - 1;
+                if self.nodes.len() > SCAN + 1 {
+                    self.index.insert(node, i);
+                }
+                i
+            }
+        };
+        &mut self.nodes[i].1
+    }
 }
 
 impl Room {
@@ -123,7 +160,7 @@ impl Room {
         let task = &alloc.task;
         let step = |x: &mut u64, by: u64| *x = if add { *x + by } else { x.saturating_sub(by) };
         for t in &alloc.tasks {
-            let scratch = freed.nodes.entry(t.node).or_insert_with(|| {
+            let scratch = freed.slot(t.node, || {
                 let gpus: Vec<u32> = state
                     .gpu_free(t.node)
                     .iter()
@@ -156,8 +193,8 @@ impl Room {
                 scratch.mem,
             );
             // `gained` is the sum over touched nodes of what they hold now minus before.
-            freed.gained = (freed.gained + held).saturating_sub(scratch.held);
-            scratch.held = held;
+            let before = std::mem::replace(&mut scratch.held, held);
+            freed.gained = (freed.gained + held).saturating_sub(before);
         }
     }
 
@@ -265,8 +302,8 @@ mod tests {
     /// fitting, a pending job (maybe restricted to one model) and a victim order.
     fn world() -> impl Strategy<Value = (Vec<NodeShape>, Vec<Shape>, Shape, u8, u64)> {
         (
-            prop::collection::vec((0u8..3, 1u32..=8, 4u64..=32, 1u64..=8), 1..6),
-            prop::collection::vec(shape(), 0..24),
+            prop::collection::vec((0u8..3, 1u32..=8, 4u64..=32, 1u64..=8), 1..14),
+            prop::collection::vec(shape(), 0..40),
             shape(),
             0u8..3,
             any::<u64>(),
