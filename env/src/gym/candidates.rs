@@ -162,8 +162,9 @@ fn job_stats(l: &Listed<'_>, nodes: usize, min_nodes: u64) -> CandidateStats {
 pub struct DecisionPoint {
     pub candidates: Vec<Candidate>,
     pub global: [f32; GLOBAL_WIDTH],
-    /// Waiting is not allowed here: the environment is work-conserving, nothing would be
-    /// running, and some candidate can start (waiting could only stall or idle the cluster).
+    /// Waiting is not allowed here, and some candidate can start: the environment is
+    /// work-conserving and nothing would be running (waiting could only stall or idle the
+    /// cluster), or a candidate's job has been held for `max_hold_s` already.
     pub must_act: bool,
 }
 
@@ -339,6 +340,7 @@ pub struct Enumerator {
     proposers: Proposers,
     las: Option<LasPreempt>,
     work_conserving: bool,
+    max_hold: Option<SimTime>,
     /// By job id: the predicted total run time, valid while the predictor has learned from
     /// `predicted_at` samples (it changes only when a job finishes).
     predicted: Vec<Option<SimTime>>,
@@ -356,6 +358,7 @@ impl Enumerator {
             proposers: Proposers::new(proposers),
             las: None,
             work_conserving: false,
+            max_hold: None,
             predicted: Vec::new(),
             predicted_at: 0,
             mix: OnlineMix::default(),
@@ -373,6 +376,7 @@ impl Enumerator {
             e.las = LasPreempt::new(&TiresiasConfig::default()).ok();
         }
         e.work_conserving = cfg.work_conserving;
+        e.max_hold = cfg.max_hold_s.and_then(SimTime::from_secs_f64);
         e
     }
 
@@ -444,10 +448,14 @@ impl Enumerator {
             elapsed,
         };
         let mut point = candidates_in(ctx, planner, taken, parts);
-        point.must_act = self.work_conserving && {
+        let idle = self.work_conserving && {
             let running = planner.state().running().len() + taken.placed.len();
             running <= taken.preempted.len()
         };
+        let held_enough = self
+            .max_hold
+            .is_some_and(|h| point.candidates.iter().any(|c| c.stats.waited >= h));
+        point.must_act = idle || held_enough;
         point
     }
 }

@@ -30,6 +30,12 @@ pub struct EnvConfig {
     /// Mask "wait" when nothing would be running and some candidate can start: the agent may
     /// hold jobs back while others run, but never idle the whole cluster (or stall).
     pub work_conserving: bool,
+    /// Bounds how long the agent may hold a job back: "wait" is masked whenever a candidate's
+    /// job has waited at least this long (0: whenever any candidate exists, i.e. strictly
+    /// work-conserving). Without a bound, an agent that has learned to wait while others run
+    /// can hold jobs as long as anything runs at all: `rl:models/default` did, over 30-day
+    /// windows (docs/training.md). Unset: no bound.
+    pub max_hold_s: Option<f64>,
     /// Truncate after this many steps (0 = no limit).
     pub max_steps: u64,
     /// Truncate once this much sim time has passed since the window's first submit (0 = no
@@ -49,6 +55,7 @@ impl Default for EnvConfig {
             proposers: vec![Proposer::BestFit, Proposer::WorstFit, Proposer::Fgd],
             las_preemption: false,
             work_conserving: false,
+            max_hold_s: None,
             max_steps: 0,
             max_sim_time_s: 0.0,
         }
@@ -64,6 +71,11 @@ impl EnvConfig {
         }
         if self.proposers.is_empty() {
             return Err("proposers must name at least one heuristic".into());
+        }
+        if let Some(h) = self.max_hold_s {
+            SimTime::from_secs_f64(h).ok_or_else(|| {
+                format!("max_hold_s must be a finite number of seconds >= 0, got {h}")
+            })?;
         }
         SimTime::from_secs_f64(self.max_sim_time_s).ok_or_else(|| {
             format!(

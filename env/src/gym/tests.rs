@@ -81,15 +81,22 @@ fn check_env_passes_on_every_configuration() {
                 .unwrap_or_else(|e| panic!("{} {objective:?} {max_steps}: {e}", trace.name));
                 // The options that change the action set: LAS preemption candidates (with
                 // the tick they need) and the work-conserving mask.
-                for (las, conserving) in [(true, false), (false, true), (true, true)] {
+                for (las, conserving, hold) in [
+                    (true, false, None),
+                    (false, true, None),
+                    (true, true, None),
+                    (false, false, Some(0.0)),
+                    (true, true, Some(1800.0)),
+                ] {
                     let mut o = c.clone();
                     o.las_preemption = las;
                     o.work_conserving = conserving;
+                    o.max_hold_s = hold;
                     o.sim.tick_s = if las { 600.0 } else { 0.0 };
                     check_env(|| SchedEnv::new(trace, Arc::clone(&spec), o.clone()), &[1])
                         .unwrap_or_else(|e| {
                             panic!(
-                                "{} {objective:?} las {las} wc {conserving}: {e}",
+                                "{} {objective:?} las {las} wc {conserving} hold {hold:?}: {e}",
                                 trace.name
                             )
                         });
@@ -591,4 +598,47 @@ fn a_work_conserving_env_never_lets_the_cluster_idle() {
     assert!(last.terminated, "{:?}", last.info);
     assert_eq!(last.info.finished, last.info.jobs);
     assert!(masked > 0);
+}
+
+#[test]
+fn a_hold_bound_never_lets_a_startable_job_wait_past_it() {
+    // Always choosing "wait" where it is legal. With a bound of 0 wait is legal only where
+    // nothing can start, so no decision point ends with a candidate left; with a bound of an
+    // hour, wait is masked exactly where some candidate's job has waited that long.
+    let spec = cluster();
+    let trace = synthetic();
+    for hold in [0.0, 3600.0] {
+        let mut c = cfg(RewardConfig::default(), 0, 0.0);
+        c.max_hold_s = Some(hold);
+        let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+        let (mut masked, mut waited_with_candidates) = (0, 0);
+        let (_, last) = play(&mut env, 1, |obs, _| {
+            let candidates = (0..WAIT_ACTION).filter(|a| obs.mask[*a]).count();
+            if obs.mask[WAIT_ACTION] {
+                if candidates > 0 {
+                    waited_with_candidates += 1;
+                }
+                WAIT_ACTION
+            } else {
+                masked += 1;
+                obs.legal_actions().next().unwrap()
+            }
+        });
+        assert!(last.terminated, "hold {hold}: {:?}", last.info);
+        assert_eq!(last.info.finished, last.info.jobs, "hold {hold}");
+        assert!(masked > 0, "hold {hold}");
+        if hold == 0.0 {
+            assert_eq!(waited_with_candidates, 0);
+        } else {
+            assert!(
+                waited_with_candidates > 0,
+                "an hour's hold allows some waits"
+            );
+        }
+    }
+    // A bad bound is refused, naming the field.
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.max_hold_s = Some(-1.0);
+    let err = SchedEnv::new(&trace, spec, c).unwrap_err().to_string();
+    assert!(err.contains("max_hold_s"), "{err}");
 }
