@@ -206,6 +206,33 @@ impl ClusterSpec {
 pub(crate) mod tests {
     use super::*;
 
+    /// V100 (model 0) and T4 (model 1) nodes, each `(model, GPUs, milli-CPU, MiB)` (`None`:
+    /// a CPU-only node), `per_rack` nodes a rack, each node its own NVLink domain.
+    pub fn v100_t4(nodes: &[(Option<u32>, u32, u64, u64)], per_rack: usize) -> ClusterSpec {
+        let models = vec![
+            GpuModel::from_catalog("V100").expect("catalog model"),
+            GpuModel::from_catalog("T4").expect("catalog model"),
+        ];
+        let specs: Vec<NodeSpec> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (model, gpus, cpu_milli, mem_mib))| NodeSpec {
+                name: format!("n{i}"),
+                gpu_model: model.map(GpuModelId),
+                gpus: if model.is_some() { *gpus } else { 0 },
+                cpu_milli: *cpu_milli,
+                mem_mib: *mem_mib,
+                rack: (i / per_rack) as u32,
+                nvlink_domain: i as u32,
+            })
+            .collect();
+        let racks = (0..nodes.len().div_ceil(per_rack))
+            .map(|r| format!("r{r}"))
+            .collect();
+        let domains = (0..nodes.len()).map(|d| format!("d{d}")).collect();
+        ClusterSpec::new("test", models, specs, racks, domains).expect("valid test cluster")
+    }
+
     /// `n` nodes of `gpus` GPUs of one model with the given CPU/memory, 4 nodes a rack, each
     /// node its own NVLink domain.
     pub fn uniform(n: usize, gpus: u32, model: &str, cpu_milli: u64, mem_mib: u64) -> ClusterSpec {

@@ -293,9 +293,6 @@ fn warmup_jobs_run_but_are_not_measured() {
 
 mod props {
     use super::*;
-    use crate::cluster::NodeSpec;
-    use crate::gpu::GpuModel;
-    use crate::units::GpuModelId;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
@@ -349,28 +346,14 @@ mod props {
 
     fn cluster_strategy() -> impl Strategy<Value = ClusterSpec> {
         prop::collection::vec((0u32..=8, 1u64..=4, prop::bool::ANY), 1..6).prop_map(|nodes| {
-            let models = vec![
-                GpuModel::from_catalog("V100").unwrap(),
-                GpuModel::from_catalog("T4").unwrap(),
-            ];
-            let specs: Vec<NodeSpec> = nodes
+            let nodes: Vec<_> = nodes
                 .iter()
-                .enumerate()
-                .map(|(i, (gpus, cpu, t4))| NodeSpec {
-                    name: format!("n{i}"),
-                    gpu_model: (*gpus > 0).then_some(GpuModelId(u32::from(*t4))),
-                    gpus: *gpus,
-                    cpu_milli: cpu * 8000,
-                    mem_mib: 65_536,
-                    rack: (i / 2) as u32,
-                    nvlink_domain: i as u32,
+                .map(|(gpus, cpu, t4)| {
+                    let model = (*gpus > 0).then_some(u32::from(*t4));
+                    (model, *gpus, cpu * 8000, 65_536)
                 })
                 .collect();
-            let racks = (0..nodes.len().div_ceil(2))
-                .map(|r| format!("r{r}"))
-                .collect();
-            let domains = (0..nodes.len()).map(|d| format!("d{d}")).collect();
-            ClusterSpec::new("prop", models, specs, racks, domains).unwrap()
+            crate::cluster::tests::v100_t4(&nodes, 2)
         })
     }
 

@@ -305,34 +305,18 @@ mod tests {
 
     mod props {
         use super::*;
-        use crate::cluster::{ClusterSpec, NodeSpec};
-        use crate::gpu::GpuModel;
+        use crate::cluster::ClusterSpec;
         use crate::policy::{Decision, Placement};
-        use crate::units::GpuModelId;
         use proptest::prelude::*;
         use std::collections::HashMap;
 
         fn cluster_strategy() -> impl Strategy<Value = ClusterSpec> {
             prop::collection::vec((1u32..=8, prop::bool::ANY), 1..4).prop_map(|nodes| {
-                let models = vec![
-                    GpuModel::from_catalog("V100").unwrap(),
-                    GpuModel::from_catalog("T4").unwrap(),
-                ];
-                let specs: Vec<NodeSpec> = nodes
+                let nodes: Vec<_> = nodes
                     .iter()
-                    .enumerate()
-                    .map(|(i, (gpus, t4))| NodeSpec {
-                        name: format!("n{i}"),
-                        gpu_model: Some(GpuModelId(u32::from(*t4))),
-                        gpus: *gpus,
-                        cpu_milli: 64_000,
-                        mem_mib: 65_536,
-                        rack: 0,
-                        nvlink_domain: i as u32,
-                    })
+                    .map(|(gpus, t4)| (Some(u32::from(*t4)), *gpus, 64_000, 65_536))
                     .collect();
-                let domains = (0..nodes.len()).map(|d| format!("d{d}")).collect();
-                ClusterSpec::new("prop", models, specs, vec!["r0".into()], domains).unwrap()
+                crate::cluster::tests::v100_t4(&nodes, usize::MAX)
             })
         }
 

@@ -263,13 +263,11 @@ impl Room {
 mod tests {
     use super::super::shortest_prefix;
     use super::*;
-    use crate::cluster::{ClusterSpec, FitStrategy, NodeSpec};
-    use crate::gpu::GpuModel;
+    use crate::cluster::FitStrategy;
     use crate::job::tests::job;
     use crate::policy::StrategyPlacer;
     use crate::policy::heuristic::Placer;
     use crate::policy::planner::Planner;
-    use crate::units::GpuModelId;
     use proptest::prelude::*;
     use std::cell::RefCell;
     use std::sync::Arc;
@@ -347,27 +345,18 @@ mod tests {
         allowed: u8,
         seed: u64,
     ) -> Built {
-        let models = vec![
-            GpuModel::from_catalog("V100").unwrap(),
-            GpuModel::from_catalog("T4").unwrap(),
-        ];
-        let specs: Vec<NodeSpec> = nodes
+        let nodes: Vec<_> = nodes
             .iter()
-            .enumerate()
-            .map(|(i, (m, g, cpu, mem))| NodeSpec {
-                name: format!("n{i}"),
-                gpu_model: (*m < 2).then_some(GpuModelId(u32::from(*m))),
-                gpus: if *m < 2 { *g } else { 0 },
-                cpu_milli: cpu * 1000,
-                mem_mib: mem * 16384,
-                rack: 0,
-                nvlink_domain: i as u32,
+            .map(|(m, g, cpu, mem)| {
+                (
+                    (*m < 2).then_some(u32::from(*m)),
+                    *g,
+                    cpu * 1000,
+                    mem * 16384,
+                )
             })
             .collect();
-        let spec = ClusterSpec::new("room", models, specs, vec!["r".into()], {
-            (0..nodes.len()).map(|d| format!("d{d}")).collect()
-        })
-        .unwrap();
+        let spec = crate::cluster::tests::v100_t4(&nodes, usize::MAX);
         let mut state = ClusterState::new(Arc::new(spec));
         let mut placed = Vec::new();
         for (i, (k, g, m, c, mem, t)) in running.iter().enumerate() {
