@@ -133,8 +133,9 @@ pub struct NodeAlloc {
     pub mem_mib: Option<u64>,
 }
 
-/// One job as `scontrol -d -o show job` prints it.
-#[derive(Debug, Clone, PartialEq)]
+/// One job as `scontrol -d -o show job` prints it (`Default`: every field empty or zero, for
+/// building records by hand).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct SlurmJob {
     pub id: u64,
     pub name: String,
