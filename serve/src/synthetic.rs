@@ -115,5 +115,6 @@ fn job(rng: &mut StdRng, id: String, tasks: u32, gpus: u32, milli: u32) -> proto
         wait_ms: rng.random_range(0..7_200_000),
         kind: String::new(),
         attained_ms: 0,
+        idle_ms: None,
     }
 }

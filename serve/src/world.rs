@@ -159,6 +159,18 @@ impl World {
                     placements.push((id, run_index, &r.tasks));
                 }
                 None => {
+                    if let Some(idle) = e.job.idle_ms {
+                        if idle > e.job.wait_ms {
+                            return Err(bad(
+                                format!("{}.idle_ms", e.path),
+                                format!(
+                                    "the job has been idle {idle} ms but was submitted only {} ms ago",
+                                    e.job.wait_ms
+                                ),
+                            ));
+                        }
+                        rt.last_stop = Some(now.saturating_sub(SimTime(idle)));
+                    }
                     let shape = (spec_job.tasks, spec_job.task, spec_job.gpu_types.clone());
                     let fits_empty = *fits.entry(shape).or_insert_with(|| {
                         empty
@@ -415,13 +427,16 @@ impl World {
         let state = self.cluster.get_mut();
         for v in &decision.preemptions {
             state.preempt(*v).map_err(|e| e.to_string())?;
+            let gpu_milli = self.jobs[v.index()].gpu_milli_total();
             let rt = &mut self.runtime[v.index()];
             let ran = self
                 .now
                 .saturating_sub(rt.run_start.unwrap_or(self.now))
                 .ms();
             rt.attained_ms += ran;
+            rt.attained_gpu_milli_ms += u128::from(ran) * u128::from(gpu_milli);
             rt.run_start = None;
+            rt.last_stop = Some(self.now);
             rt.state = JobState::Pending;
             self.pending.insert(*v);
         }

@@ -2,7 +2,8 @@
 //! heuristic placers, deduplicated by node set, each with its feature row.
 //!
 //! The shortlist: of `jobs_considered` jobs, a third are the oldest pending jobs (submit
-//! order), a third the least served (attained GPU-time, Tiresias' ranking), the rest the
+//! order), a third the first in Tiresias' order (by queue of attained GPU service, starved
+//! jobs promoted back to the first queue, FIFO within a queue: `snapshot_queue`), the rest the
 //! pending jobs with the shortest predicted remaining time among the others (the user's
 //! estimate, else the online duration predictor that `sjf` uses, learned from jobs seen to
 //! finish), so the head of the queue, the least served and the short jobs behind it can all
@@ -26,7 +27,7 @@ use super::features::{
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
 use crate::metrics::{MixCounts, TaskMix};
-use crate::policy::order::{DurationPredictor, TiresiasConfig};
+use crate::policy::order::{DurationPredictor, TiresiasConfig, snapshot_queue};
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
     DecisionContext, LasPreempt, PendingJob, Placement, Placer, PlanMark, Planner, StrategyPlacer,
@@ -130,6 +131,8 @@ struct Listed<'a> {
     remaining: SimTime,
     shortness_rank: usize,
     pending: usize,
+    /// Its Tiresias queue and whether it got there by promotion (`snapshot_queue`).
+    las_queue: (usize, bool),
 }
 
 /// The stats of placing shortlisted job `l` on `nodes`; the after-placement and victim fields
@@ -151,6 +154,9 @@ fn job_stats(l: &Listed<'_>, nodes: usize, min_nodes: u64) -> CandidateStats {
         preemptions: p.runtime.preemptions,
         priority: p.spec.priority,
         queue_position: position,
+        las_queue: l.las_queue.0,
+        promoted: l.las_queue.1,
+        idle: p.idle(),
         nodes_used: nodes,
         cross_node: nodes as u64 > min_nodes,
         ..CandidateStats::default()
@@ -349,6 +355,26 @@ pub struct Enumerator {
     durations: DurationPredictor,
     featurizer: Featurizer,
     limit: usize,
+    /// Tiresias' queues (default thresholds and knob) for the shortlist and the features.
+    tiresias: LasQueues,
+}
+
+/// The Tiresias settings the shortlist and features use.
+#[derive(Debug, Clone)]
+struct LasQueues {
+    thresholds: Vec<u128>,
+    knob: f64,
+}
+
+impl LasQueues {
+    fn new() -> Self {
+        let cfg = TiresiasConfig::default();
+        LasQueues {
+            // The default thresholds are valid (a unit test checks them).
+            thresholds: cfg.thresholds_milli_ms().unwrap_or_default(),
+            knob: cfg.promote_knob,
+        }
+    }
 }
 
 impl Enumerator {
@@ -365,6 +391,7 @@ impl Enumerator {
             durations: DurationPredictor::new(),
             featurizer,
             limit,
+            tiresias: LasQueues::new(),
         }
     }
 
@@ -443,6 +470,7 @@ impl Enumerator {
             durations: &self.durations,
             predicted: &self.predicted,
             featurizer: &self.featurizer,
+            tiresias: &self.tiresias,
             limit: self.limit,
             placed_now,
             elapsed,
@@ -499,6 +527,7 @@ struct Parts<'e> {
     /// By job id: cached predicted totals (see `Enumerator::predicted`).
     predicted: &'e [Option<SimTime>],
     featurizer: &'e Featurizer,
+    tiresias: &'e LasQueues,
     limit: usize,
     placed_now: u32,
     elapsed: SimTime,
@@ -517,6 +546,7 @@ fn candidates_in(
         durations,
         predicted,
         featurizer,
+        tiresias,
         limit,
         placed_now,
         elapsed,
@@ -545,6 +575,7 @@ fn candidates_in(
         &pending,
         durations,
         predicted,
+        tiresias,
         featurizer.jobs_considered,
     );
     let mut candidates: Vec<Candidate> = Vec::new();
@@ -677,8 +708,13 @@ fn shortlist<'a>(
     pending: &[PendingJob<'a>],
     durations: &DurationPredictor,
     predicted: &[Option<SimTime>],
+    tiresias: &LasQueues,
     k: usize,
 ) -> Vec<Listed<'a>> {
+    let queues: Vec<(usize, bool)> = pending
+        .iter()
+        .map(|p| snapshot_queue(p, &tiresias.thresholds, tiresias.knob))
+        .collect();
     let remaining: Vec<SimTime> = pending
         .iter()
         .map(|p| {
@@ -697,8 +733,9 @@ fn shortlist<'a>(
     for (r, i) in by_shortness.iter().enumerate() {
         rank[*i] = r;
     }
+    // Tiresias' order: by queue, FIFO within (a stable sort of submit order).
     let mut by_service: Vec<usize> = (0..pending.len()).collect();
-    by_service.sort_by_key(|i| pending[*i].runtime.attained_gpu_milli_ms);
+    by_service.sort_by_key(|i| queues[*i].0);
     let mut chosen: Vec<usize> = (0..k.div_ceil(3).min(pending.len())).collect();
     let fill = |from: Vec<usize>, upto: usize, chosen: &mut Vec<usize>| {
         for i in from {
@@ -720,6 +757,7 @@ fn shortlist<'a>(
             remaining: remaining[i],
             shortness_rank: rank[i],
             pending: pending.len(),
+            las_queue: queues[i],
         })
         .collect()
 }

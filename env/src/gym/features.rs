@@ -10,11 +10,16 @@
 //! `predictor_samples_log`: the user's estimate, else the online predictor learned from jobs
 //! seen to finish) and made `queue_position` a log of the submit-order rank, since candidates
 //! now also come from the shortest predicted jobs beyond the head of the queue.
+//! Version 4 added Tiresias' view of a job (`las_queue`, `idle_log_min`, `promoted`): its
+//! discretized attained-GPU-service queue, how long it has waited since it last ran, and
+//! whether that wait has passed `promote_knob` times its attained run time, which sends it
+//! back to the first queue. Without them a model could not tell a starved preempted job from
+//! a merely well-served one, and over long runs it starved the former (docs/training.md).
 
 use crate::units::SimTime;
 
 /// Bumped whenever a feature is added, removed, reordered or rescaled.
-pub const FEATURE_SCHEMA_VERSION: u32 = 3;
+pub const FEATURE_SCHEMA_VERSION: u32 = 4;
 
 /// Rows in an observation: candidate actions, padded, the last one always "wait".
 pub const MAX_CANDIDATES: usize = 64;
@@ -26,7 +31,7 @@ pub const WAIT_ACTION: usize = MAX_CANDIDATES - 1;
 pub const FEATURE_BOUND: f32 = 10.0;
 
 /// Names of the per-candidate features, in row order.
-pub const CANDIDATE_FEATURES: [&str; 26] = [
+pub const CANDIDATE_FEATURES: [&str; 29] = [
     "is_wait",                     // 1 for the wait row, 0 otherwise
     "job_gpus_log",                // ln(1 + GPUs of the whole gang)
     "job_gpu_share",               // share of each GPU a task takes (milli / 1000)
@@ -53,6 +58,9 @@ pub const CANDIDATE_FEATURES: [&str; 26] = [
     "victim_gpu_frac",             // GPUs of the jobs it preempts / cluster GPUs
     "predicted_remaining_log_min", // ln(1 + minutes left: estimate or prediction - attained)
     "shortness_rank",              // rank by predicted remaining time among pending / pending
+    "las_queue",                   // Tiresias queue by attained GPU service, 0 when promoted
+    "idle_log_min",                // ln(1 + minutes since its last run ended, else since submit)
+    "promoted",                    // 1 when idle >= promote_knob x attained run time (starved)
 ];
 
 /// Names of the global features, in order.
@@ -107,6 +115,12 @@ pub struct CandidateStats {
     pub shortness_rank: usize,
     /// Pending jobs (for `shortness_rank`).
     pub pending: usize,
+    /// Its Tiresias queue (attained GPU service; 0 when promoted).
+    pub las_queue: usize,
+    /// Time since its last run ended (since submission if it never ran).
+    pub idle: SimTime,
+    /// Starved by Tiresias' promotion rule, hence back in queue 0.
+    pub promoted: bool,
 }
 
 /// The cluster and queue at a decision point, in natural units.
@@ -200,6 +214,9 @@ impl Featurizer {
             ratio(c.victim_gpus as f64, self.total_gpus as f64),
             log_min(c.predicted_remaining),
             ratio(c.shortness_rank as f64, c.pending as f64),
+            c.las_queue as f32,
+            log_min(c.idle),
+            flag(c.promoted),
         ])
     }
 
@@ -297,6 +314,16 @@ mod tests {
         // Preempting two jobs of 8 GPUs in all.
         assert!((row[22] - 3f32.ln()).abs() < 1e-6);
         assert_eq!(row[23], 0.25);
+        assert_eq!(&row[26..], &[0.0, 0.0, 0.0]);
+        let promoted = f.candidate_row(&CandidateStats {
+            las_queue: 2,
+            idle: SimTime::from_secs(59 * 60),
+            promoted: true,
+            ..c
+        });
+        assert_eq!(promoted[26], 2.0);
+        assert!((promoted[27] - 60f32.ln()).abs() < 1e-5);
+        assert_eq!(promoted[28], 1.0);
         // Infinite input: clamped to the bound; all finite.
         assert_eq!(row[18], FEATURE_BOUND);
         assert!(

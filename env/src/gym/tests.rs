@@ -642,3 +642,78 @@ fn a_hold_bound_never_lets_a_startable_job_wait_past_it() {
     let err = SchedEnv::new(&trace, spec, c).unwrap_err().to_string();
     assert!(err.contains("max_hold_s"), "{err}");
 }
+
+/// The candidates' jobs and the rows of a 1x8 V100 node at 10 h, with 4 one-GPU jobs
+/// submitted at 0 and jobs_considered 3, where job 1 ran 1 h (3,600 GPU-s, Tiresias' queue 1)
+/// and was preempted `idle_h` hours ago.
+fn starved_world(idle_h: u64) -> (Vec<u32>, Vec<Vec<f32>>) {
+    use crate::cluster::ClusterState;
+    use crate::cluster::tests::uniform;
+    use crate::job::TaskRequest;
+    use crate::job::tests::job;
+    use crate::policy::{DecisionContext, JobRuntime, JobState};
+    use crate::units::{JobId, SimTime};
+    use std::cell::RefCell;
+    let spec = Arc::new(uniform(1, 8, "V100", 64_000, 1 << 20));
+    let jobs: Vec<_> = (0..4)
+        .map(|i| {
+            let mut j = job(&format!("j{i}"), 0, TaskRequest::whole(1, 1000, 1024));
+            j.id = JobId(i);
+            // Job 1 is long, so only Tiresias' third can list it.
+            j.estimate = Some(SimTime::from_secs(3600 * if i == 1 { 100 } else { 2 }));
+            j
+        })
+        .collect();
+    let now = SimTime::from_secs(10 * 3600);
+    let mut runtime = vec![
+        JobRuntime {
+            state: JobState::Pending,
+            ..JobRuntime::default()
+        };
+        4
+    ];
+    runtime[1].attained_ms = 3_600_000;
+    runtime[1].attained_gpu_milli_ms = 3_600_000 * 1000;
+    runtime[1].preemptions = 1;
+    runtime[1].last_stop = Some(now.saturating_sub(SimTime::from_secs(idle_h * 3600)));
+    let pending = (0..4).map(JobId).collect();
+    let cluster = RefCell::new(ClusterState::new(Arc::clone(&spec)));
+    let ctx = DecisionContext::new(now, &jobs, &runtime, &pending, &cluster);
+    let featurizer = Featurizer {
+        total_gpu_milli: 8000,
+        total_gpus: 8,
+        total_cpu_milli: 64_000,
+        jobs_considered: 3,
+    };
+    let mut e = Enumerator::new(&[Proposer::BestFit], featurizer, MAX_CANDIDATES - 1);
+    let point = e.enumerate(&ctx, 0, SimTime::ZERO);
+    let obs = point.observation(&featurizer, true);
+    let ids = point.candidates.iter().map(|c| c.placement.job.0).collect();
+    let rows = (0..point.candidates.len())
+        .map(|a| obs.row(a).to_vec())
+        .collect();
+    (ids, rows)
+}
+
+#[test]
+fn a_starved_preempted_job_is_promoted_into_the_shortlist() {
+    let feature = |name: &str| CANDIDATE_FEATURES.iter().position(|f| *f == name).unwrap();
+    let (queue, idle, promoted) = (
+        feature("las_queue"),
+        feature("idle_log_min"),
+        feature("promoted"),
+    );
+    // Idle 9 h >= 8 x 1 h run: promoted to queue 0, so Tiresias' third lists it right after
+    // the oldest job, ahead of the fresh job 2 (the shortest third then takes job 2).
+    let (ids, rows) = starved_world(9);
+    assert_eq!(ids, [0, 1, 2]);
+    assert_eq!(rows[1][queue], 0.0);
+    assert_eq!(rows[1][promoted], 1.0);
+    assert!((rows[1][idle] - 541f32.ln()).abs() < 1e-5);
+    // A fresh job: queue 0, idle since submit (10 h), not promoted.
+    assert_eq!((rows[0][queue], rows[0][promoted]), (0.0, 0.0));
+    assert!((rows[0][idle] - 601f32.ln()).abs() < 1e-5);
+    // Idle 7 h: still in queue 1, behind every fresh job, and off the shortlist.
+    let (ids, _) = starved_world(7);
+    assert_eq!(ids, [0, 2, 3]);
+}

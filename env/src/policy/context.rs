@@ -32,6 +32,8 @@ pub struct JobRuntime {
     /// GPU-time attained before the current run, milli-GPU x ms.
     pub attained_gpu_milli_ms: u128,
     pub preemptions: u32,
+    /// When its last run ended (it was preempted), if it has run.
+    pub last_stop: Option<SimTime>,
 }
 
 /// A pending job as a policy sees it.
@@ -41,6 +43,16 @@ pub struct PendingJob<'a> {
     pub runtime: &'a JobRuntime,
     /// Time since submission.
     pub waited: SimTime,
+}
+
+impl PendingJob<'_> {
+    /// Time since its last run ended, or since submission if it never ran.
+    pub fn idle(&self) -> SimTime {
+        let now = self.spec.submit.saturating_add(self.waited);
+        self.runtime
+            .last_stop
+            .map_or(self.waited, |t| now.saturating_sub(t))
+    }
 }
 
 /// The state of the world at a decision point.

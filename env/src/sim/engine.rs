@@ -476,6 +476,7 @@ impl<'t> Simulator<'t> {
         rt.attained_ms += elapsed;
         rt.attained_gpu_milli_ms += elapsed as u128 * gpu_milli as u128;
         rt.run_start = None;
+        rt.last_stop = Some(self.now);
         rt.preemptions += 1;
         rt.state = JobState::Pending;
         self.pending.insert(id);

@@ -35,6 +35,9 @@ pub struct BridgeState {
     /// Job → run time of its runs before the bridge requeued it, ms (what LAS policies rank
     /// by; Slurm restarts the clock on each run).
     pub attained: BTreeMap<u64, u64>,
+    /// Job → when the bridge last requeued it (Unix ms), kept while it is pending: how long
+    /// it has been idle, which tells a starved job from a well-served one (LAS promotion).
+    pub stopped: BTreeMap<u64, u64>,
     /// Since when the service has been unreachable (Unix ms).
     pub outage_since_ms: Option<u64>,
 }
@@ -221,6 +224,9 @@ impl<C: SlurmCtl> Bridge<C> {
                 .get(id)
                 .is_some_and(|j| j.is_pending() || j.holds_resources())
         });
+        self.state
+            .stopped
+            .retain(|id, _| by_id.get(id).is_some_and(|j| j.is_pending()));
         self.state.released.retain(|id, _| {
             by_id
                 .get(id)
@@ -305,6 +311,7 @@ impl<C: SlurmCtl> Bridge<C> {
                     jobs: &jobs,
                     roles: &roles,
                     attained: &self.state.attained,
+                    stopped: &self.state.stopped,
                 },
                 &usage,
                 now,
@@ -368,6 +375,7 @@ impl<C: SlurmCtl> Bridge<C> {
                             continue;
                         }
                         self.state.requeued.insert(id, now);
+                        self.state.stopped.insert(id, now);
                         let ran = j
                             .start_s
                             .map_or(0, |s| (now / 1000).saturating_sub(s) * 1000);

@@ -84,8 +84,9 @@ fn job_proto(
     cfg: &BridgeConfig,
     job: &SlurmJob,
     now_s: u64,
-    attained: &BTreeMap<u64, u64>,
+    history: (&BTreeMap<u64, u64>, &BTreeMap<u64, u64>),
 ) -> proto::Job {
+    let (attained, stopped) = history;
     let part = cfg
         .partitions
         .get(&job.partition)
@@ -117,6 +118,11 @@ fn job_proto(
             .map_or(0, |s| now_s.saturating_sub(s).saturating_mul(1000)),
         kind: String::new(),
         attained_ms: attained.get(&job.id).copied().unwrap_or(0),
+        // Only pending jobs have been idle since a run; a running one's last stop is stale.
+        idle_ms: stopped
+            .get(&job.id)
+            .filter(|_| job.is_pending())
+            .map(|at| now_s.saturating_mul(1000).saturating_sub(*at)),
     }
 }
 
@@ -228,6 +234,8 @@ pub struct View<'a> {
     pub roles: &'a BTreeMap<u64, Role>,
     /// Run time of earlier runs (before the bridge's requeues), ms, by job.
     pub attained: &'a BTreeMap<u64, u64>,
+    /// When the bridge last requeued each job still pending (Unix ms): its idle time.
+    pub stopped: &'a BTreeMap<u64, u64>,
 }
 
 /// The snapshot of one group.
@@ -244,6 +252,7 @@ pub fn snapshot(
         jobs,
         roles,
         attained,
+        stopped,
     } = *view;
     let now_s = now_ms / 1000;
     let mut usage: BTreeMap<String, Usage> = usage
@@ -268,7 +277,7 @@ pub fn snapshot(
         if !uniform || distinct.len() != j.alloc.len() {
             continue;
         }
-        let mut job = job_proto(cfg, j, now_s, attained);
+        let mut job = job_proto(cfg, j, now_s, (attained, stopped));
         job.tasks = j.alloc.len() as u32;
         job.gpus_per_task = first.gpus.len() as u32;
         job.cpu_milli = u64::from(first.cpus) * 1000;
@@ -333,7 +342,7 @@ pub fn snapshot(
             }
         }
         if ok && tasks.len() == j.req_nodes.len() && !tasks.is_empty() {
-            let mut job = job_proto(cfg, j, now_s, attained);
+            let mut job = job_proto(cfg, j, now_s, (attained, stopped));
             job.tasks = tasks.len() as u32;
             job.preemptible = false;
             running.push(proto::RunningJob {
@@ -397,7 +406,7 @@ pub fn snapshot(
             ));
             continue;
         }
-        pending.push(job_proto(cfg, j, now_s, attained));
+        pending.push(job_proto(cfg, j, now_s, (attained, stopped)));
     }
 
     Group {
@@ -538,6 +547,7 @@ mod tests {
                 jobs: &jobs,
                 roles: &roles,
                 attained: &[(12, 7_000)].into(),
+                stopped: &[(12, 1_600_000)].into(),
             },
             &usage_of(&nodes),
             2_000_000,
@@ -561,8 +571,9 @@ mod tests {
             "earlier runs count for LAS"
         );
         assert_eq!(
-            s.pending[0].attained_ms, 7_000,
-            "earlier runs count for LAS"
+            s.pending[0].idle_ms,
+            Some(400_000),
+            "requeued 400 s ago, by the bridge's clock"
         );
         assert_eq!(s.pending[0].wait_ms, 1_000_000, "1000 s since submit");
         assert_eq!(g.never_fit.len(), 1, "8 GPUs on 4-GPU nodes");

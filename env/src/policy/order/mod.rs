@@ -32,7 +32,9 @@ pub use hpc::{HpcFunction, HpcPriority, f1_score, unicep_score, wfp3_score};
 pub use predictor::{DurationPredictor, Durations, PRIOR_DURATION};
 pub use priority::{PriorityOrder, priority_key};
 pub use shortest::{Shortest, srtf_remaining};
-pub use tiresias::{Tiresias, TiresiasConfig, attained_gpu_service, starved, tiresias_queue};
+pub use tiresias::{
+    Tiresias, TiresiasConfig, attained_gpu_service, snapshot_queue, starved, tiresias_queue,
+};
 
 use super::context::DecisionContext;
 use crate::job::JobSpec;

@@ -15,7 +15,7 @@
 //! preempting running ones is a preemption modifier's job, which can share `tiresias_queue`.
 
 use super::sorted_by;
-use crate::policy::{DecisionContext, Ordering};
+use crate::policy::{DecisionContext, Ordering, PendingJob};
 use crate::units::{JobId, SimTime};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -81,6 +81,21 @@ pub fn attained_gpu_service(ctx: &DecisionContext<'_>, id: JobId) -> u128 {
 /// waited since then at least `knob` times as long. Never with `knob == 0`.
 pub fn starved(waited: SimTime, executed: SimTime, knob: f64) -> bool {
     knob > 0.0 && executed > SimTime::ZERO && waited.ms() as f64 >= knob * executed.ms() as f64
+}
+
+/// A pending job's Tiresias queue from what a snapshot says alone, and whether it is there by
+/// promotion: its attained GPU service's queue, or 0 when it has waited since its last run at
+/// least `knob` times its whole attained run time. The `tiresias` ordering remembers its last
+/// promotion and counts run time since then instead, so it promotes a job that ran again
+/// after a promotion sooner; this stateless rule needs no memory across decisions, as the
+/// decision service (which sees each snapshot afresh) requires.
+pub fn snapshot_queue(p: &PendingJob<'_>, thresholds: &[u128], knob: f64) -> (usize, bool) {
+    let queue = tiresias_queue(p.runtime.attained_gpu_milli_ms, thresholds);
+    if queue > 0 && starved(p.idle(), SimTime(p.runtime.attained_ms), knob) {
+        (0, true)
+    } else {
+        (queue, false)
+    }
 }
 
 /// What Tiresias remembers of a job beyond what the context says.
