@@ -809,3 +809,50 @@ fn job_spec(
         estimate,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_time_and_preemptions_set_the_last_stop() {
+        let mut snap = crate::synthetic::snapshot(4, 3, 0.5, 7);
+        snap.now_ms = 50_000_000;
+        snap.pending[0].wait_ms = 40_000_000;
+        snap.pending[0].attained_ms = 3_600_000;
+        snap.pending[0].idle_ms = Some(30_000_000);
+        snap.pending[1].idle_ms = None;
+        let mut world = World::build(&snap).unwrap();
+        let now = world.now();
+        let ctx = world.context();
+        let stop = |name: &str| ctx.runtime(world.job_id(name).unwrap()).last_stop;
+        assert_eq!(
+            stop(&snap.pending[0].id),
+            Some(now.saturating_sub(SimTime(30_000_000)))
+        );
+        assert_eq!(stop(&snap.pending[1].id), None, "never ran, or unknown");
+        let p = ctx
+            .pending()
+            .find(|p| p.spec.id == world.job_id(&snap.pending[0].id).unwrap())
+            .unwrap();
+        assert_eq!(p.idle(), SimTime(30_000_000));
+        // A victim of a grouped decision: its run counts, and it stopped now.
+        let victim = world
+            .job_id(&snap.running[0].job.as_ref().unwrap().id)
+            .unwrap();
+        let before = *world.context().runtime(victim);
+        world
+            .apply(&Decision {
+                preemptions: vec![victim],
+                ..Decision::default()
+            })
+            .unwrap();
+        let after = *world.context().runtime(victim);
+        let ran = u128::from(snap.running[0].run_ms);
+        assert_eq!(after.last_stop, Some(now));
+        assert_eq!(
+            after.attained_gpu_milli_ms - before.attained_gpu_milli_ms,
+            ran * u128::from(world.job(victim).gpu_milli_total())
+        );
+    }
+}

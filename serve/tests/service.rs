@@ -596,6 +596,10 @@ async fn bad_snapshots_are_invalid_argument_with_the_field_path() {
                 s.pending[0].gpu_milli = 500;
             }),
         ),
+        (
+            "snapshot.pending[1].idle_ms",
+            Box::new(|s| s.pending[1].idle_ms = Some(s.pending[1].wait_ms + 1)),
+        ),
         ("snapshot.nodes", Box::new(|s| s.nodes.clear())),
     ];
     for (path, mutate) in cases {

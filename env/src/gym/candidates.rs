@@ -7,7 +7,10 @@
 //! pending jobs with the shortest predicted remaining time among the others (the user's
 //! estimate, else the online duration predictor that `sjf` uses, learned from jobs seen to
 //! finish), so the head of the queue, the least served and the short jobs behind it can all
-//! be chosen. For each shortlisted job every configured proposer places the job
+//! be chosen. Only jobs that get a candidate count: each third walks its ranking past jobs
+//! that can neither start nor preempt, as Tiresias' greedy pass skips a job that does not
+//! fit, so that in an overloaded cluster big jobs stuck at the head do not hide the small ones
+//! that could run. For each shortlisted job every configured proposer places the job
 //! tentatively on the live cluster through the decision's planner
 //! (then undoes it), so a candidate is feasible now by construction and its features can read
 //! the cluster as it would be after the placement.
@@ -25,7 +28,7 @@ use super::features::{
     CANDIDATE_WIDTH, CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats, Observation,
 };
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
-use crate::job::JobSpec;
+use crate::job::{JobSpec, Qos, TaskRequest};
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::order::{DurationPredictor, TiresiasConfig, snapshot_queue};
 use crate::policy::place::{Fgd, MostAllocated};
@@ -35,6 +38,7 @@ use crate::policy::{
 };
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// A heuristic that proposes placements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -227,9 +231,12 @@ struct Proposal {
     free: (f64, f64, f64),
 }
 
-/// Whether two jobs ask for the same thing (every proposer answers them alike).
-fn same_shape(a: &JobSpec, b: &JobSpec) -> bool {
-    a.task == b.task && a.tasks == b.tasks && a.gpu_types == b.gpu_types
+/// What a job asks for, as far as placement goes: jobs of one shape get the same answer from
+/// every proposer.
+type Shape<'a> = (TaskRequest, u32, &'a [String]);
+
+fn shape(job: &JobSpec) -> Shape<'_> {
+    (job.task, job.tasks, &job.gpu_types)
 }
 
 /// What `placer` proposes for `job` on the planner's cluster as it is now, measured against
@@ -570,7 +577,7 @@ fn candidates_in(
         predictor_samples: durations.samples(),
         ..global_stats(ctx, planner, taken, &pending, mix)
     });
-    let shortlist = shortlist(
+    let ranked = rank(
         ctx,
         &pending,
         durations,
@@ -578,97 +585,41 @@ fn candidates_in(
         tiresias,
         featurizer.jobs_considered,
     );
-    let mut candidates: Vec<Candidate> = Vec::new();
-    // A proposer's answer depends only on the cluster and the job's shape, and every answer is
-    // undone before the next: jobs of one shape share it within this decision point.
-    let mut answers: Vec<(&JobSpec, usize, Option<Proposal>)> = Vec::new();
-    // Likewise the victim search and the proposal after it: they depend on the shape, the
-    // class (`preempt`) and the service queue (`las-preempt`) only.
-    let mut preemptions: Vec<(&JobSpec, Option<usize>, Option<Preemption>)> = Vec::new();
-    let mut pools = VictimPools::new(&taken.preempted);
-    'jobs: for listed in &shortlist {
-        let p = listed.p;
-        let min_nodes = p.spec.gpus_total().div_ceil(max_gpus_per_node).max(1);
-        let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
-        for (k, (kind, placer)) in proposers
-            .kinds
-            .iter()
-            .zip(&mut proposers.placers)
-            .enumerate()
-        {
-            let known = answers
-                .iter()
-                .find(|(j, i, _)| *i == k && same_shape(j, p.spec))
-                .map(|(_, _, a)| a.clone());
-            let answer = match known {
-                Some(a) => a,
-                None => {
-                    let mark = planner.mark();
-                    let a = propose(planner, mark, placer.as_mut(), mix, p.spec);
-                    answers.push((p.spec, k, a.clone()));
-                    a
-                }
-            };
-            let Some(proposal) = answer else {
-                continue;
-            };
-            if let Some((_, i)) = seen.iter().find(|(n, _)| *n == proposal.nodes) {
-                candidates[*i].stats.proposed_by |= kind.flag();
+    let mut walk = Walk {
+        ctx,
+        planner,
+        proposers,
+        las,
+        mix,
+        limit,
+        max_gpus_per_node,
+        candidates: Vec::new(),
+        answers: HashMap::new(),
+        preemptions: HashMap::new(),
+        pools: VictimPools::new(&taken.preempted),
+    };
+    // Each third walks its ranking until its quota of jobs with a candidate is met: like
+    // Tiresias' greedy pass, a job that can neither start nor preempt is passed over, so jobs
+    // stuck at the head of a ranking do not crowd out those behind them that could run.
+    let mut tried = vec![false; ranked.listed.len()];
+    'thirds: for (order, quota) in ranked.orders.iter().zip(ranked.quotas) {
+        let mut got = 0;
+        for &i in order {
+            if got >= quota {
+                break;
+            }
+            if std::mem::replace(&mut tried[i], true) {
                 continue;
             }
-            seen.push((proposal.nodes.clone(), candidates.len()));
-            candidates.push(candidate(
-                ctx,
-                listed,
-                proposal,
-                kind.flag(),
-                min_nodes,
-                Vec::new(),
-            ));
-            if candidates.len() >= limit {
-                break 'jobs;
+            if walk.offer(&ranked.listed[i]) {
+                got += 1;
             }
-        }
-        if !seen.is_empty() {
-            continue;
-        }
-        let (Some(kind), Some(placer)) = (proposers.kinds.first(), proposers.placers.first_mut())
-        else {
-            continue;
-        };
-        let queue = las.map(|l| l.queue_of(ctx, p.spec.id));
-        let known = preemptions
-            .iter()
-            .find(|(j, q, _)| {
-                *q == queue
-                    && same_shape(j, p.spec)
-                    && (j.qos, j.priority) == (p.spec.qos, p.spec.priority)
-            })
-            .map(|(_, _, a)| a.clone());
-        let answer = match known {
-            Some(a) => a,
-            None => {
-                let a =
-                    preempt_proposal(ctx, planner, placer.as_mut(), las, mix, p.spec, &mut pools);
-                preemptions.push((p.spec, queue, a.clone()));
-                a
+            if walk.candidates.len() >= limit {
+                break 'thirds;
             }
-        };
-        let Some((victims, proposal)) = answer else {
-            continue;
-        };
-        candidates.push(candidate(
-            ctx,
-            listed,
-            proposal,
-            kind.flag(),
-            min_nodes,
-            victims,
-        ));
-        if candidates.len() >= limit {
-            break;
         }
     }
+    let candidates = walk.candidates;
     DecisionPoint {
         candidates,
         global,
@@ -678,6 +629,94 @@ fn candidates_in(
 
 /// Victims, and the proposal once they are freed.
 type Preemption = (Vec<JobId>, Proposal);
+
+/// The candidates of one decision point as they are collected job by job.
+struct Walk<'w, 'a, 'p> {
+    ctx: &'w DecisionContext<'a>,
+    planner: &'w mut Planner<'p>,
+    proposers: &'w mut Proposers,
+    las: Option<&'w LasPreempt>,
+    mix: &'w TaskMix,
+    limit: usize,
+    max_gpus_per_node: u64,
+    candidates: Vec<Candidate>,
+    /// A proposer's answer depends only on the cluster and the job's shape, and every answer
+    /// is undone before the next: jobs of one shape share it within this decision point.
+    answers: HashMap<(usize, Shape<'a>), Option<Proposal>>,
+    /// Likewise the victim search and the proposal after it: they depend on the shape, the
+    /// class (`preempt`) and the service queue (`las-preempt`) only.
+    preemptions: HashMap<(Shape<'a>, Qos, i32, Option<usize>), Option<Preemption>>,
+    pools: VictimPools,
+}
+
+impl<'a> Walk<'_, 'a, '_> {
+    /// Adds the candidates of `listed` (placements by every proposer, merged by node set;
+    /// failing any, at most one preemption); whether it got any. Stops at the limit.
+    fn offer(&mut self, listed: &Listed<'a>) -> bool {
+        let p = listed.p;
+        let job: &'a JobSpec = p.spec;
+        let min_nodes = job.gpus_total().div_ceil(self.max_gpus_per_node).max(1);
+        let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
+        let kinds = &self.proposers.kinds;
+        for (k, (kind, placer)) in kinds.iter().zip(&mut self.proposers.placers).enumerate() {
+            let answer = self
+                .answers
+                .entry((k, shape(job)))
+                .or_insert_with(|| {
+                    let mark = self.planner.mark();
+                    propose(self.planner, mark, placer.as_mut(), self.mix, job)
+                })
+                .clone();
+            let Some(proposal) = answer else {
+                continue;
+            };
+            if let Some((_, i)) = seen.iter().find(|(n, _)| *n == proposal.nodes) {
+                self.candidates[*i].stats.proposed_by |= kind.flag();
+                continue;
+            }
+            seen.push((proposal.nodes.clone(), self.candidates.len()));
+            self.candidates.push(candidate(
+                self.ctx,
+                listed,
+                proposal,
+                kind.flag(),
+                min_nodes,
+                Vec::new(),
+            ));
+            if self.candidates.len() >= self.limit {
+                return true;
+            }
+        }
+        if !seen.is_empty() {
+            return true;
+        }
+        let (Some(kind), Some(placer)) = (kinds.first(), self.proposers.placers.first_mut()) else {
+            return false;
+        };
+        let queue = self.las.map(|l| l.queue_of(self.ctx, job.id));
+        let (ctx, las, mix) = (self.ctx, self.las, self.mix);
+        let (planner, pools) = (&mut *self.planner, &mut self.pools);
+        let answer = self
+            .preemptions
+            .entry((shape(job), job.qos, job.priority, queue))
+            .or_insert_with(|| {
+                preempt_proposal(ctx, planner, placer.as_mut(), las, mix, job, pools)
+            })
+            .clone();
+        let Some((victims, proposal)) = answer else {
+            return false;
+        };
+        self.candidates.push(candidate(
+            ctx,
+            listed,
+            proposal,
+            kind.flag(),
+            min_nodes,
+            victims,
+        ));
+        true
+    }
+}
 
 /// The victims for `job` (`preempt`'s minimal set, else with `las` LAS's) and where `placer`
 /// puts it once they are freed; nothing changes on the planner.
@@ -700,17 +739,25 @@ fn preempt_proposal(
     Some((victims, proposal))
 }
 
-/// The jobs that get candidates (see the module docs): the oldest `ceil(k / 3)` pending jobs,
-/// then the least served (attained GPU-time, as Tiresias ranks them; ties by submit) up to
-/// `ceil(2k / 3)`, then the shortest predicted, up to `k` in all.
-fn shortlist<'a>(
+/// Every pending job with what its rows need, and the three rankings the shortlist walks (see
+/// the module docs): submit order, Tiresias' order, and shortest predicted remaining time,
+/// with how many jobs with candidates each contributes (`ceil(k / 3)`, up to `ceil(2k / 3)`,
+/// up to `k` in all).
+struct Ranked<'a> {
+    /// In submit order.
+    listed: Vec<Listed<'a>>,
+    orders: [Vec<usize>; 3],
+    quotas: [usize; 3],
+}
+
+fn rank<'a>(
     ctx: &DecisionContext<'a>,
     pending: &[PendingJob<'a>],
     durations: &DurationPredictor,
     predicted: &[Option<SimTime>],
     tiresias: &LasQueues,
     k: usize,
-) -> Vec<Listed<'a>> {
+) -> Ranked<'a> {
     let queues: Vec<(usize, bool)> = pending
         .iter()
         .map(|p| snapshot_queue(p, &tiresias.thresholds, tiresias.knob))
@@ -734,30 +781,21 @@ fn shortlist<'a>(
         rank[*i] = r;
     }
     // Tiresias' order: by queue, FIFO within (a stable sort of submit order).
-    let mut by_service: Vec<usize> = (0..pending.len()).collect();
-    by_service.sort_by_key(|i| queues[*i].0);
-    let mut chosen: Vec<usize> = (0..k.div_ceil(3).min(pending.len())).collect();
-    let fill = |from: Vec<usize>, upto: usize, chosen: &mut Vec<usize>| {
-        for i in from {
-            if chosen.len() >= upto.min(pending.len()) {
-                break;
-            }
-            if !chosen.contains(&i) {
-                chosen.push(i);
-            }
-        }
-    };
-    fill(by_service, (2 * k).div_ceil(3), &mut chosen);
-    fill(by_shortness, k, &mut chosen);
-    chosen
-        .into_iter()
-        .map(|i| Listed {
-            p: pending[i],
-            position: i,
-            remaining: remaining[i],
-            shortness_rank: rank[i],
-            pending: pending.len(),
-            las_queue: queues[i],
-        })
-        .collect()
+    let mut by_queue: Vec<usize> = (0..pending.len()).collect();
+    by_queue.sort_by_key(|i| queues[*i].0);
+    let (first, two) = (k.div_ceil(3), (2 * k).div_ceil(3));
+    Ranked {
+        listed: (0..pending.len())
+            .map(|i| Listed {
+                p: pending[i],
+                position: i,
+                remaining: remaining[i],
+                shortness_rank: rank[i],
+                pending: pending.len(),
+                las_queue: queues[i],
+            })
+            .collect(),
+        orders: [(0..pending.len()).collect(), by_queue, by_shortness],
+        quotas: [first, two - first, k - two],
+    }
 }

@@ -717,3 +717,65 @@ fn a_starved_preempted_job_is_promoted_into_the_shortlist() {
     let (ids, _) = starved_world(7);
     assert_eq!(ids, [0, 2, 3]);
 }
+
+#[test]
+fn blocked_jobs_at_the_head_do_not_crowd_out_jobs_that_can_start() {
+    use crate::cluster::tests::uniform;
+    use crate::cluster::{ClusterState, TaskPlacement};
+    use crate::job::TaskRequest;
+    use crate::job::tests::job;
+    use crate::policy::{DecisionContext, JobRuntime, JobState};
+    use crate::units::{JobId, NodeId, SimTime};
+    use std::cell::RefCell;
+    // One 8-GPU node, half taken by a running job (same class: no victims). Three 8-GPU jobs
+    // wait at the head of every ranking, then three 1-GPU jobs. jobs_considered 3: each third
+    // passes over the blocked jobs and lists one 1-GPU job, as Tiresias' greedy pass would.
+    let spec = Arc::new(uniform(1, 8, "V100", 64_000, 1 << 20));
+    let jobs: Vec<_> = (0..7)
+        .map(|i| {
+            let gpus = if i == 0 {
+                4
+            } else if i <= 3 {
+                8
+            } else {
+                1
+            };
+            let mut j = job(&format!("j{i}"), i, TaskRequest::whole(gpus, 1000, 1024));
+            j.id = JobId(i as u32);
+            j.estimate = Some(SimTime::from_secs(3600));
+            j
+        })
+        .collect();
+    let mut runtime = vec![
+        JobRuntime {
+            state: JobState::Pending,
+            ..JobRuntime::default()
+        };
+        7
+    ];
+    runtime[0].state = JobState::Running;
+    runtime[0].run_start = Some(SimTime::ZERO);
+    let mut state = ClusterState::new(Arc::clone(&spec));
+    state
+        .allocate(
+            &jobs[0],
+            vec![TaskPlacement {
+                node: NodeId(0),
+                gpus: vec![0, 1, 2, 3],
+            }],
+        )
+        .unwrap();
+    let cluster = RefCell::new(state);
+    let pending = (1..7).map(JobId).collect();
+    let ctx = DecisionContext::new(SimTime::from_secs(600), &jobs, &runtime, &pending, &cluster);
+    let featurizer = Featurizer {
+        total_gpu_milli: 8000,
+        total_gpus: 8,
+        total_cpu_milli: 64_000,
+        jobs_considered: 3,
+    };
+    let mut e = Enumerator::new(&[Proposer::BestFit], featurizer, MAX_CANDIDATES - 1);
+    let point = e.enumerate(&ctx, 0, SimTime::ZERO);
+    let ids: Vec<u32> = point.candidates.iter().map(|c| c.placement.job.0).collect();
+    assert_eq!(ids, [4, 5, 6]);
+}
