@@ -112,7 +112,10 @@ async fn grpc_round_trip_with_the_model_health_and_reflection() {
         .unwrap()
         .into_inner();
     assert_eq!(info.status, "serving");
-    assert_eq!(info.feature_schema, 3);
+    assert_eq!(
+        info.feature_schema,
+        lachesis_env::gym::FEATURE_SCHEMA_VERSION
+    );
     assert_eq!(info.version.len(), 16);
 
     // Score: every node answered, infeasible ones with a reason and score 0.
@@ -241,12 +244,13 @@ async fn every_fallback_reason_falls_back_and_is_counted() {
     std::fs::write(broken.join("model.bpk"), b"not a burnpack").unwrap();
     let schema = model_copy("schema");
     let manifest = std::fs::read_to_string(schema.join("manifest.json")).unwrap();
+    let current = lachesis_env::gym::FEATURE_SCHEMA_VERSION;
     let manifest = manifest.replacen(
-        "\"feature_schema_version\": 3",
-        "\"feature_schema_version\": 2",
+        &format!("\"feature_schema_version\": {current}"),
+        &format!("\"feature_schema_version\": {}", current - 1),
         1,
     );
-    assert!(manifest.contains("\"feature_schema_version\": 2"));
+    assert!(manifest.contains(&format!("\"feature_schema_version\": {}", current - 1)));
     std::fs::write(schema.join("manifest.json"), manifest).unwrap();
     let nan = model_copy("nan");
     nan_weights(&nan.join("model.bpk"));
