@@ -40,6 +40,9 @@ use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+/// A hash map with a fast, fixed (deterministic) hasher, for small keys.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
 /// A heuristic that proposes placements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -594,8 +597,8 @@ fn candidates_in(
         limit,
         max_gpus_per_node,
         candidates: Vec::new(),
-        answers: HashMap::new(),
-        preemptions: HashMap::new(),
+        answers: FastMap::default(),
+        preemptions: FastMap::default(),
         pools: VictimPools::new(&taken.preempted),
     };
     // Each third walks its ranking until its quota of jobs with a candidate is met: like
@@ -642,10 +645,10 @@ struct Walk<'w, 'a, 'p> {
     candidates: Vec<Candidate>,
     /// A proposer's answer depends only on the cluster and the job's shape, and every answer
     /// is undone before the next: jobs of one shape share it within this decision point.
-    answers: HashMap<(usize, Shape<'a>), Option<Proposal>>,
+    answers: FastMap<(usize, Shape<'a>), Option<Proposal>>,
     /// Likewise the victim search and the proposal after it: they depend on the shape, the
     /// class (`preempt`) and the service queue (`las-preempt`) only.
-    preemptions: HashMap<(Shape<'a>, Qos, i32, Option<usize>), Option<Preemption>>,
+    preemptions: FastMap<(Shape<'a>, Qos, i32, Option<usize>), Option<Preemption>>,
     pools: VictimPools,
 }
 
