@@ -467,3 +467,64 @@ mod props {
         }
     }
 }
+
+/// Preempts job 0 at the first tick after it started, then records what the next decision
+/// sees of it (time, last stop, idle time) and places it back.
+#[derive(Default)]
+struct PreemptAndWatch {
+    preempted: bool,
+    seen: Option<(SimTime, Option<SimTime>, SimTime)>,
+}
+
+impl Policy for PreemptAndWatch {
+    fn name(&self) -> &str {
+        "test/preempt-and-watch"
+    }
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        let a = JobId(0);
+        let mut planner = ctx.planner();
+        if !self.preempted && planner.state().is_running(a) && ctx.now() > SimTime::ZERO {
+            self.preempted = true;
+            return Ok(Decision {
+                preemptions: vec![a],
+                placements: Vec::new(),
+            });
+        }
+        let mut d = Decision::default();
+        for p in ctx.pending() {
+            if p.spec.id == a && self.preempted && self.seen.is_none() {
+                self.seen = Some((ctx.now(), p.runtime.last_stop, p.idle()));
+            }
+            if let Some(tasks) = planner.place(p.spec, crate::cluster::FitStrategy::FirstFit) {
+                d.placements.push(Placement {
+                    job: p.spec.id,
+                    tasks,
+                });
+            }
+        }
+        Ok(d)
+    }
+}
+
+#[test]
+fn a_preempted_job_carries_when_it_stopped() {
+    // A runs from 0 while B (both GPUs) waits, so the tick at 50 s asks the policy, which
+    // preempts A; the next decision that sees A pending sees it stopped at 50 s.
+    let t = trace(vec![
+        (job("A", 0, TaskRequest::whole(1, 0, 0)), 100),
+        (job("B", 0, TaskRequest::whole(2, 0, 0)), 10),
+    ]);
+    let cfg = SimConfig {
+        tick_s: 50.0,
+        ..SimConfig::default()
+    };
+    let mut p = PreemptAndWatch::default();
+    let r = Simulator::new(&t, Arc::new(uniform(1, 2, "V100", 1000, 1000)), &cfg)
+        .unwrap()
+        .run(&mut p, &mut |_| {});
+    let (now, stop, idle) = p.seen.expect("A was seen pending after its preemption");
+    assert_eq!(stop, Some(SimTime::from_secs(50)));
+    assert_eq!(idle, now.saturating_sub(SimTime::from_secs(50)));
+    assert!(now >= SimTime::from_secs(50));
+    assert_eq!(r.jobs[0].preemptions, 1);
+}
