@@ -380,8 +380,9 @@ impl LasQueues {
     fn new() -> Self {
         let cfg = TiresiasConfig::default();
         LasQueues {
-            // The default thresholds are valid (a unit test checks them).
-            thresholds: cfg.thresholds_milli_ms().unwrap_or_default(),
+            thresholds: cfg
+                .thresholds_milli_ms()
+                .expect("the default Tiresias thresholds are positive and increasing"),
             knob: cfg.promote_knob,
         }
     }

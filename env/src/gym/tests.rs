@@ -643,6 +643,25 @@ fn a_hold_bound_never_lets_a_startable_job_wait_past_it() {
     assert!(err.contains("max_hold_s"), "{err}");
 }
 
+/// The candidates' jobs and rows at `ctx` on one 8-GPU node (the test worlds below), with
+/// jobs_considered 3 and best-fit proposals.
+fn enumerate_on_one_node(ctx: &crate::policy::DecisionContext<'_>) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let featurizer = Featurizer {
+        total_gpu_milli: 8000,
+        total_gpus: 8,
+        total_cpu_milli: 64_000,
+        jobs_considered: 3,
+    };
+    let mut e = Enumerator::new(&[Proposer::BestFit], featurizer, MAX_CANDIDATES - 1);
+    let point = e.enumerate(ctx, 0, crate::units::SimTime::ZERO);
+    let obs = point.observation(&featurizer, true);
+    let ids = point.candidates.iter().map(|c| c.placement.job.0).collect();
+    let rows = (0..point.candidates.len())
+        .map(|a| obs.row(a).to_vec())
+        .collect();
+    (ids, rows)
+}
+
 /// The candidates' jobs and the rows of a 1x8 V100 node at 10 h, with 4 one-GPU jobs
 /// submitted at 0 and jobs_considered 3, where job 1 ran 1 h (3,600 GPU-s, Tiresias' queue 1)
 /// and was preempted `idle_h` hours ago.
@@ -678,21 +697,9 @@ fn starved_world(idle_h: u64) -> (Vec<u32>, Vec<Vec<f32>>) {
     runtime[1].last_stop = Some(now.saturating_sub(SimTime::from_secs(idle_h * 3600)));
     let pending = (0..4).map(JobId).collect();
     let cluster = RefCell::new(ClusterState::new(Arc::clone(&spec)));
-    let ctx = DecisionContext::new(now, &jobs, &runtime, &pending, &cluster);
-    let featurizer = Featurizer {
-        total_gpu_milli: 8000,
-        total_gpus: 8,
-        total_cpu_milli: 64_000,
-        jobs_considered: 3,
-    };
-    let mut e = Enumerator::new(&[Proposer::BestFit], featurizer, MAX_CANDIDATES - 1);
-    let point = e.enumerate(&ctx, 0, SimTime::ZERO);
-    let obs = point.observation(&featurizer, true);
-    let ids = point.candidates.iter().map(|c| c.placement.job.0).collect();
-    let rows = (0..point.candidates.len())
-        .map(|a| obs.row(a).to_vec())
-        .collect();
-    (ids, rows)
+    enumerate_on_one_node(&DecisionContext::new(
+        now, &jobs, &runtime, &pending, &cluster,
+    ))
 }
 
 #[test]
@@ -768,14 +775,6 @@ fn blocked_jobs_at_the_head_do_not_crowd_out_jobs_that_can_start() {
     let cluster = RefCell::new(state);
     let pending = (1..7).map(JobId).collect();
     let ctx = DecisionContext::new(SimTime::from_secs(600), &jobs, &runtime, &pending, &cluster);
-    let featurizer = Featurizer {
-        total_gpu_milli: 8000,
-        total_gpus: 8,
-        total_cpu_milli: 64_000,
-        jobs_considered: 3,
-    };
-    let mut e = Enumerator::new(&[Proposer::BestFit], featurizer, MAX_CANDIDATES - 1);
-    let point = e.enumerate(&ctx, 0, SimTime::ZERO);
-    let ids: Vec<u32> = point.candidates.iter().map(|c| c.placement.job.0).collect();
+    let (ids, _) = enumerate_on_one_node(&ctx);
     assert_eq!(ids, [4, 5, 6]);
 }

@@ -145,16 +145,27 @@ impl Policy for PreemptOnce {
                 tasks: on_gpu0,
             });
         }
-        for p in ctx.pending().filter(|p| p.spec.id != a) {
-            if let Some(tasks) = planner.place(p.spec, crate::cluster::FitStrategy::FirstFit) {
-                d.placements.push(Placement {
-                    job: p.spec.id,
-                    tasks,
-                });
-            }
-        }
+        d.placements.extend(first_fit(
+            &mut planner,
+            ctx.pending().filter(|p| p.spec.id != a),
+        ));
         Ok(d)
     }
+}
+
+/// First-fit placements of `jobs` in turn, each reserved on the planner.
+fn first_fit<'a>(
+    planner: &mut crate::policy::Planner<'_>,
+    jobs: impl Iterator<Item = crate::policy::PendingJob<'a>>,
+) -> Vec<Placement> {
+    jobs.filter_map(|p| {
+        let tasks = planner.place(p.spec, crate::cluster::FitStrategy::FirstFit)?;
+        Some(Placement {
+            job: p.spec.id,
+            tasks,
+        })
+    })
+    .collect()
 }
 
 #[test]
@@ -490,19 +501,16 @@ impl Policy for PreemptAndWatch {
                 placements: Vec::new(),
             });
         }
-        let mut d = Decision::default();
-        for p in ctx.pending() {
-            if p.spec.id == a && self.preempted && self.seen.is_none() {
-                self.seen = Some((ctx.now(), p.runtime.last_stop, p.idle()));
-            }
-            if let Some(tasks) = planner.place(p.spec, crate::cluster::FitStrategy::FirstFit) {
-                d.placements.push(Placement {
-                    job: p.spec.id,
-                    tasks,
-                });
-            }
+        if let Some(p) = ctx.pending().find(|p| p.spec.id == a)
+            && self.preempted
+            && self.seen.is_none()
+        {
+            self.seen = Some((ctx.now(), p.runtime.last_stop, p.idle()));
         }
-        Ok(d)
+        Ok(Decision {
+            preemptions: Vec::new(),
+            placements: first_fit(&mut planner, ctx.pending()),
+        })
     }
 }
 
