@@ -74,6 +74,16 @@ impl LearnedPolicy {
         Ok(Self::new(name, &model, &manifest.env))
     }
 
+    /// Forgets what earlier decisions taught it: the cluster's totals the features are scaled
+    /// by, the episode's origin, the online duration predictor and task mix, and the
+    /// per-job caches (job ids are only meaningful within one episode). The next decision is
+    /// taken as a first one, so a policy reused on unrelated snapshots (the service's pool)
+    /// answers each exactly as a new one would.
+    pub fn forget(&mut self) {
+        self.enumerator = None;
+        self.start = None;
+    }
+
     /// The action the model takes on `obs` (greedy over legal actions; wait if the model's
     /// scores cannot be read).
     pub fn act(&self, obs: &Observation) -> usize {

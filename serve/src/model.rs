@@ -101,8 +101,10 @@ impl LoadedModel {
             .unwrap_or_else(|| LearnedPolicy::new(self.decider(), &self.scorer, &self.manifest.env))
     }
 
-    /// Returns a policy instance to the pool.
-    pub fn give_back(&self, policy: LearnedPolicy) {
+    /// Returns a policy instance to the pool, made to forget the snapshot it decided: every
+    /// snapshot is decided afresh, so one snapshot always gets one answer.
+    pub fn give_back(&self, mut policy: LearnedPolicy) {
+        policy.forget();
         let mut pool = self
             .pool
             .lock()

@@ -409,6 +409,31 @@ async fn ab_routing_splits_jobs_and_both_arms_decide() {
     assert_eq!(t as usize, expected);
 }
 
+/// The model arm decides each snapshot afresh: what one pooled policy saw in an earlier
+/// request (its job ids, estimates, task mix, cluster size, time) must not change its answer
+/// to a later one, so one snapshot always gets one answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_answers_a_snapshot_the_same_whatever_it_saw_before() {
+    let later = synthetic::snapshot(30, 40, 0.6, 11);
+    let fresh = engine(config(MODEL));
+    let alone = fresh.decide(request(later.clone())).await.unwrap();
+    assert!(
+        alone.decided_by.starts_with("model:"),
+        "{}",
+        alone.decided_by
+    );
+    let used = engine(config(MODEL));
+    for seed in [3, 4] {
+        let earlier = synthetic::snapshot(60 * seed as usize, 40, 0.5, seed);
+        used.decide(request(earlier)).await.unwrap();
+    }
+    let after = used.decide(request(later.clone())).await.unwrap();
+    assert!(!alone.placements.is_empty());
+    assert_eq!(after.placements, alone.placements);
+    assert_eq!(after.preemptions, alone.preemptions);
+    assert_applies(&later, &after);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_returns_the_baseline_and_logs_both() {
     let dir = std::env::temp_dir().join(format!("lachesis-shadow-{}", std::process::id()));
