@@ -67,6 +67,10 @@ pub struct Args {
     /// Model directory served in the model scenarios.
     #[arg(long, default_value = "models/default")]
     model: PathBuf,
+    /// How the model scenarios' service builds a decision (`deciding` in serve.toml); default:
+    /// the service's default.
+    #[arg(long, value_parser = ["stepwise", "batched"])]
+    deciding: Option<String>,
     /// Seed of the first synthetic snapshot (eight seeds from it are rotated).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -86,6 +90,8 @@ struct Scenario {
     pending: usize,
     /// Model directory (absolute); `None`: heuristics only, routing `baseline`.
     model: Option<PathBuf>,
+    /// The service's `deciding`, when given.
+    deciding: Option<String>,
     load: Load,
 }
 
@@ -131,6 +137,9 @@ impl Scenario {
         http.insert("addr".into(), "127.0.0.1:0".into());
         cfg.insert("model".into(), model.into());
         cfg.insert("deadline_ms".into(), deadline_ms.into());
+        if let (Some(_), Some(d)) = (&self.model, &self.deciding) {
+            cfg.insert("deciding".into(), d.clone().into());
+        }
         cfg.insert("routing".into(), routing.into());
         cfg.insert("grpc".into(), grpc.into());
         cfg.insert("http".into(), http.into());
@@ -602,6 +611,7 @@ fn soak(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
         nodes: args.nodes,
         pending: args.pending,
         model: None,
+        deciding: None,
         load: Load::ClosedLoop {
             tasks: args.concurrency,
             seconds: args.soak_s as f64,
@@ -760,6 +770,7 @@ fn chosen(args: &Args) -> Result<Vec<Scenario>> {
             nodes,
             pending,
             model,
+            deciding: args.deciding.clone(),
             load,
         })
         .collect())

@@ -3,7 +3,7 @@
 //! table, `report.md`, `report.html` with SVG plots, `runs.csv` and `comparison.json`.
 
 use crate::simulate::{load_trace, policy_config, policy_options, resolve_cluster};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::paired::{Better, Paired, paired};
@@ -44,7 +44,7 @@ pub struct Args {
     pub seeds: u64,
     /// Draw windows from one part of a time-ordered split of the trace: `TRAIN,VALIDATION`
     /// fractions of jobs (e.g. `0.7,0.15`), the rest is test. Needs `--part`.
-    #[arg(long, value_delimiter = ',', num_args = 2, requires = "part")]
+    #[arg(long, value_delimiter = ',', num_args = 1..=2, requires = "part")]
     pub split: Option<Vec<f64>>,
     /// The part of `--split` to compare on: `train`, `validation` or `test`.
     #[arg(long, requires = "split")]
@@ -203,6 +203,10 @@ pub fn run(args: &Args) -> Result<()> {
     trace.name = args.trace.display().to_string();
     let cluster = Arc::new(resolve_cluster(&args.cluster, &trace)?);
     if let (Some(split), Some(part)) = (&args.split, &args.part) {
+        ensure!(
+            split.len() == 2,
+            "--split takes two fractions, TRAIN,VALIDATION (e.g. 0.7,0.15); got {split:?}"
+        );
         let parts = lachesis_env::trace::split::split_by_time(&trace, split[0], split[1])
             .context("--split")?;
         let name = format!(

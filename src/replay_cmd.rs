@@ -14,7 +14,8 @@ pub struct Args {
     #[arg(long, default_value = "out/replay")]
     out: PathBuf,
     /// Policies to compare (default: the heuristics that answered in the log, then
-    /// `rl:MODEL`).
+    /// `rl-batched:MODEL`, the model arm as the service decides by default; name
+    /// `rl:MODEL` for a service configured `deciding = "stepwise"`).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// The model directory standing for the model arm.
@@ -96,7 +97,9 @@ pub fn run(args: &Args) -> Result<()> {
             .collect();
         p.sort();
         p.dedup();
-        p.push(format!("rl:{}", args.model));
+        // The model arm as the service decides by default (`deciding`).
+        let deciding = lachesis_serve::ServeConfig::default().deciding;
+        p.push(format!("{}{}", deciding.prefix(), args.model));
         p
     } else {
         args.policies.clone()

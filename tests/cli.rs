@@ -371,6 +371,62 @@ fn bad_window_and_load_are_rejected() {
     assert_mentions(&sim(&["--warmup", "soon"]), &["--warmup", "soon"]);
 }
 
+/// The model card prints its comparisons with `--split 0.7,0.15`; the same split given as
+/// two words works too, and one fraction alone is refused with the flag's name.
+#[test]
+fn compare_split_takes_the_card_spelling_and_two_words() {
+    let out = TempDir::new("compare-split");
+    for split in [&["0.7,0.15"][..], &["0.7", "0.15"][..]] {
+        let mut args = vec![
+            "compare",
+            "--trace",
+            ITP,
+            "--cluster",
+            "4x8:V100",
+            "--split",
+        ];
+        args.extend_from_slice(split);
+        args.extend_from_slice(&[
+            "--part",
+            "validation",
+            "--policies",
+            "fifo/best-fit,sjf/best-fit",
+            "--windows",
+            "1",
+            "--window-jobs",
+            "30",
+            "--load",
+            "1.0",
+            "--resamples",
+            "100",
+            "--out",
+            out.str(),
+        ]);
+        let run = lachesis(&args);
+        assert!(
+            run.status.success(),
+            "lachesis {args:?} failed:\n{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let text = std::fs::read_to_string(out.path().join("comparison.json")).unwrap();
+        assert!(text.contains("validation part of split 0.7,0.15"), "{text}");
+    }
+    let err = fails(&[
+        "compare",
+        "--trace",
+        ITP,
+        "--cluster",
+        "4x8:V100",
+        "--split",
+        "0.7",
+        "--part",
+        "validation",
+        "--out",
+        out.str(),
+    ]);
+    assert_mentions(&err, &["--split", "two fractions"]);
+}
+
 #[test]
 fn trace_stats_reports_jobs_and_offered_load() {
     let stats = stdout_json(&["trace", "stats", ITP, "--cluster", "4x8:V100", "--json"]);

@@ -198,7 +198,10 @@ fn serve_decide_metrics_shutdown_and_replay() {
     let trace = std::fs::read_to_string(out_dir.join("trace.csv")).unwrap();
     assert_eq!(trace.lines().count(), 3 + 3, "{trace}");
     let report = std::fs::read_to_string(out_dir.join("compare/comparison.json")).unwrap();
-    assert!(report.contains("rl:models/default"), "both arms compared");
+    assert!(
+        report.contains("rl-batched:models/default"),
+        "both arms compared, the model as the service decides by default"
+    );
 }
 
 /// A model computation past its deadline keeps running on the blocking pool; SIGTERM must not

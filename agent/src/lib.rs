@@ -18,6 +18,6 @@ pub use gae::gae;
 pub use manifest::{Manifest, ModelError};
 pub use masked::{MASKED_LOGIT, MaskedCategorical};
 pub use model::{ObsBatch, Scorer, ScorerConfig};
-pub use policy::LearnedPolicy;
+pub use policy::{Deciding, LearnedPolicy};
 pub use ppo::{Minibatch, PpoLoss, PpoLossConfig, ppo_loss};
 pub use tensorboard::{ScalarEvent, SummaryWriter, TbError, read_events};

@@ -12,16 +12,54 @@ use crate::model::{Scorer, ScorerConfig};
 use burn::module::Module;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use lachesis_env::gym::{
-    CANDIDATE_WIDTH, Enumerator, EnvConfig, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES, Observation,
-    Taken, WAIT_ACTION,
+    CANDIDATE_WIDTH, Candidate, Enumerator, EnvConfig, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES,
+    Observation, Taken, WAIT_ACTION,
 };
-use lachesis_env::policy::{Decision, DecisionContext, Policy, PolicyError};
-use lachesis_env::units::SimTime;
+use lachesis_env::policy::{Decision, DecisionContext, Placement, Planner, Policy, PolicyError};
+use lachesis_env::units::{NodeId, SimTime};
 use std::path::Path;
+
+/// How a decision is built from the model's scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Deciding {
+    /// One placement per model pass, the shortlist rebuilt after each: exactly the steps the
+    /// environment takes in training (`rl:PATH`).
+    #[default]
+    Stepwise,
+    /// Every candidate of one pass, best score first (`rl-batched:PATH`, the service's
+    /// default). The first is taken as scored; each later one is placed again by its own
+    /// proposer on the cluster the earlier ones left (the model chose the job and the
+    /// proposer), or, for a preemption, taken only if no earlier one touched its nodes. A job
+    /// is placed once and a victim preempted once; what is passed over waits for the next
+    /// pass, until a pass takes nothing or the model ranks "wait" first. Far fewer passes for
+    /// a long queue on a large cluster; the model's scores of a pass's later candidates are
+    /// those of the cluster at the start of the pass.
+    Batched,
+}
+
+impl Deciding {
+    /// The registry prefix: `rl:PATH` decides stepwise, `rl-batched:PATH` batched.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Deciding::Stepwise => "rl:",
+            Deciding::Batched => "rl-batched:",
+        }
+    }
+
+    /// Splits a registry name into how it decides and its model directory.
+    pub fn parse(name: &str) -> Option<(Deciding, &str)> {
+        let name = name.trim();
+        [Deciding::Stepwise, Deciding::Batched]
+            .into_iter()
+            .find_map(|d| name.strip_prefix(d.prefix()).map(|path| (d, path)))
+    }
+}
 
 /// A trained candidate scorer acting as a scheduling policy.
 pub struct LearnedPolicy {
     name: String,
+    deciding: Deciding,
     model: Scorer,
     device: Device,
     env: EnvConfig,
@@ -29,6 +67,8 @@ pub struct LearnedPolicy {
     enumerator: Option<Enumerator>,
     /// The first decision's time: the episode's origin for the `elapsed` feature.
     start: Option<SimTime>,
+    /// Model passes (shortlist, features, scores) over this policy's life.
+    passes: u64,
 }
 
 impl std::fmt::Debug for LearnedPolicy {
@@ -38,6 +78,42 @@ impl std::fmt::Debug for LearnedPolicy {
             .field("jobs_considered", &self.env.jobs_considered)
             .finish()
     }
+}
+
+/// The legal actions, highest logit first (ties: the lowest index first).
+pub fn ranked(logits: &[f32], mask: &[bool]) -> Vec<usize> {
+    let mut legal: Vec<usize> = (0..logits.len().min(mask.len()))
+        .filter(|a| mask[*a])
+        .collect();
+    legal.sort_by(|a, b| logits[*b].total_cmp(&logits[*a]).then(a.cmp(b)));
+    legal
+}
+
+/// Takes `chosen` on the planner (its victims freed, then its placement reserved) and into
+/// the decision; `false`, with the planner as it was, if it no longer fits.
+fn take(
+    ctx: &DecisionContext<'_>,
+    planner: &mut Planner<'_>,
+    chosen: &Candidate,
+    taken: &mut Taken,
+    decision: &mut Decision,
+) -> bool {
+    let mark = planner.mark();
+    let freed = chosen.preemptions.iter().all(|v| planner.free_running(*v));
+    if !freed
+        || planner
+            .reserve(ctx.job(chosen.placement.job), &chosen.placement.tasks)
+            .is_err()
+    {
+        planner.undo_to(mark);
+        return false;
+    }
+    taken.take(chosen);
+    decision
+        .preemptions
+        .extend(chosen.preemptions.iter().copied());
+    decision.placements.push(chosen.placement.clone());
+    true
 }
 
 /// The index of the highest logit among legal actions (ties: the lowest index).
@@ -59,11 +135,13 @@ impl LearnedPolicy {
     pub fn new(name: impl Into<String>, model: &Scorer, env: &EnvConfig) -> Self {
         LearnedPolicy {
             name: name.into(),
+            deciding: Deciding::Stepwise,
             model: model.valid(),
             device: Device::flex(),
             env: env.clone(),
             enumerator: None,
             start: None,
+            passes: 0,
         }
     }
 
@@ -72,6 +150,17 @@ impl LearnedPolicy {
         let manifest = Manifest::read(dir)?;
         let model = load_scorer(dir, &manifest)?;
         Ok(Self::new(name, &model, &manifest.env))
+    }
+
+    /// Model passes (shortlist, features, scores) over this policy's life.
+    pub fn passes(&self) -> u64 {
+        self.passes
+    }
+
+    /// Decides as `deciding` says from now on.
+    pub fn deciding(mut self, deciding: Deciding) -> Self {
+        self.deciding = deciding;
+        self
     }
 
     /// Forgets what earlier decisions taught it: the cluster's totals the features are scaled
@@ -166,6 +255,7 @@ impl Policy for LearnedPolicy {
             if point.candidates.is_empty() {
                 break;
             }
+            self.passes += 1;
             let obs = point.observation(enumerator.featurizer(), true);
             let logits =
                 score(&self.model, &self.device, &obs).map_err(|message| PolicyError::Failed {
@@ -182,26 +272,107 @@ impl Policy for LearnedPolicy {
                     message: format!("the model scored a legal candidate {bad}"),
                 });
             }
-            let best = greedy(&logits, &obs.mask);
-            if best == WAIT_ACTION {
+            let before = decision.placements.len();
+            match self.deciding {
+                Deciding::Stepwise => {
+                    let best = greedy(&logits, &obs.mask);
+                    if best == WAIT_ACTION {
+                        break;
+                    }
+                    if !take(
+                        ctx,
+                        &mut planner,
+                        &point.candidates[best],
+                        &mut taken,
+                        &mut decision,
+                    ) {
+                        return Err(PolicyError::Failed {
+                            policy: self.name.clone(),
+                            message: "the chosen candidate no longer fits".into(),
+                        });
+                    }
+                }
+                Deciding::Batched => {
+                    // Nodes this pass placed on or freed. A later placement of the pass is
+                    // asked of its proposer again on the cluster as it now is (the model
+                    // chose the job and the proposer, not a node measured on what was); a
+                    // later preemption on those nodes waits for the next pass.
+                    let mut touched: Vec<NodeId> = Vec::new();
+                    for a in ranked(&logits, &obs.mask) {
+                        // The model would rather wait than take what it scored lower.
+                        if a == WAIT_ACTION {
+                            break;
+                        }
+                        let c = &point.candidates[a];
+                        if taken.placed.contains(&c.placement.job)
+                            || c.preemptions.iter().any(|v| taken.preempted.contains(v))
+                        {
+                            continue;
+                        }
+                        let stale = c.placement.tasks.iter().any(|t| touched.contains(&t.node));
+                        let fresh;
+                        let chosen = if touched.is_empty() {
+                            c
+                        } else if c.preemptions.is_empty() {
+                            let job = ctx.job(c.placement.job);
+                            let Some(tasks) =
+                                enumerator.propose_again(&mut planner, job, c.stats.proposed_by)
+                            else {
+                                continue;
+                            };
+                            fresh = Candidate {
+                                placement: Placement { job: job.id, tasks },
+                                ..c.clone()
+                            };
+                            &fresh
+                        } else if stale {
+                            continue;
+                        } else {
+                            c
+                        };
+                        let freed: Vec<NodeId> = chosen
+                            .preemptions
+                            .iter()
+                            .filter_map(|v| planner.state().allocation(*v))
+                            .flat_map(|alloc| alloc.nodes())
+                            .collect();
+                        if take(ctx, &mut planner, chosen, &mut taken, &mut decision) {
+                            touched.extend(chosen.placement.tasks.iter().map(|t| t.node));
+                            touched.extend(freed);
+                        }
+                    }
+                }
+            }
+            if decision.placements.len() == before {
                 break;
             }
-            let chosen = &point.candidates[best];
-            for v in &chosen.preemptions {
-                planner.free_running(*v);
-            }
-            planner
-                .reserve(ctx.job(chosen.placement.job), &chosen.placement.tasks)
-                .map_err(|e| PolicyError::Failed {
-                    policy: self.name.clone(),
-                    message: format!("a candidate no longer fits: {e}"),
-                })?;
-            taken.take(chosen);
-            decision
-                .preemptions
-                .extend(chosen.preemptions.iter().copied());
-            decision.placements.push(chosen.placement.clone());
         }
         Ok(decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranked_orders_legal_actions_by_score_ties_by_index() {
+        let logits = [0.5, 2.0, f32::NEG_INFINITY, 2.0, -1.0];
+        let mask = [true, true, false, true, true];
+        assert_eq!(ranked(&logits, &mask), vec![1, 3, 0, 4]);
+        assert_eq!(ranked(&logits, &[false; 5]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn registry_names_say_how_the_model_decides() {
+        assert_eq!(
+            Deciding::parse(" rl:models/default"),
+            Some((Deciding::Stepwise, "models/default"))
+        );
+        assert_eq!(
+            Deciding::parse("rl-batched:m"),
+            Some((Deciding::Batched, "m"))
+        );
+        assert_eq!(Deciding::parse("fifo/best-fit"), None);
     }
 }

@@ -17,6 +17,12 @@ pub struct ServeConfig {
     pub baseline: String,
     /// Further heuristics to try, in order, when the baseline fails too.
     pub fallback: Vec<String>,
+    /// How the model builds a decision from its scores: `batched` (default: every candidate
+    /// of a model pass, best first, each placed again by its proposer on what the earlier
+    /// ones left; a few passes for a long queue) or `stepwise` (one placement per pass, the
+    /// steps of training; 3-4x slower on 1,000 nodes). See `lachesis_agent::Deciding` and
+    /// docs/serve.md for the measured difference.
+    pub deciding: lachesis_agent::Deciding,
     /// How long the model may take for one decision, ms; then the chain answers.
     pub deadline_ms: f64,
     /// Model computations at once (0: one per core). A computation past its deadline keeps
@@ -41,6 +47,7 @@ impl Default for ServeConfig {
             model: "models/default".into(),
             baseline: "tiresias/best-fit/las-preempt".into(),
             fallback: vec!["fifo/first-fit".into()],
+            deciding: lachesis_agent::Deciding::Batched,
             deadline_ms: 50.0,
             model_slots: 0,
             max_relative_jct: 1.02,

@@ -283,6 +283,7 @@ impl Engine {
         }
         let snap = Arc::clone(snapshot);
         let metrics = Arc::clone(&self.metrics);
+        let deciding = self.cfg.deciding;
         let task = tokio::task::spawn_blocking(move || {
             let _slot = slot;
             let world = match world {
@@ -295,7 +296,7 @@ impl Engine {
             let started = Instant::now();
             let result = match policy_source {
                 Ok(model) => {
-                    let mut policy = model.policy();
+                    let mut policy = model.policy().deciding(deciding);
                     let r = run_policy(&world, &mut policy);
                     model.give_back(policy);
                     r

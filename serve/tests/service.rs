@@ -409,6 +409,32 @@ async fn ab_routing_splits_jobs_and_both_arms_decide() {
     assert_eq!(t as usize, expected);
 }
 
+/// Both ways the model can build a decision answer a crowded snapshot (preemptions
+/// included) by the model itself, and the answer passes the shield and applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_and_stepwise_deciding_both_answer_and_pass_the_shield() {
+    let snap = synthetic::snapshot(60, 80, 0.9, 21);
+    let mut answers = Vec::new();
+    for deciding in [
+        lachesis_agent::Deciding::Batched,
+        lachesis_agent::Deciding::Stepwise,
+    ] {
+        let mut cfg = config(MODEL);
+        cfg.deciding = deciding;
+        let e = engine(cfg);
+        let a = e.decide(request(snap.clone())).await.unwrap();
+        assert!(a.decided_by.starts_with("model:"), "{}", a.decided_by);
+        assert!(a.fallbacks.is_empty(), "{:?}", a.fallbacks);
+        assert!(!a.placements.is_empty());
+        assert_applies(&snap, &a);
+        answers.push(a);
+    }
+    assert!(
+        answers.iter().any(|a| !a.preemptions.is_empty()),
+        "the snapshot is crowded enough to preempt"
+    );
+}
+
 /// The model arm decides each snapshot afresh: what one pooled policy saw in an earlier
 /// request (its job ids, estimates, task mix, cluster size, time) must not change its answer
 /// to a later one, so one snapshot always gets one answer.

@@ -422,6 +422,29 @@ impl Enumerator {
         &self.featurizer
     }
 
+    /// Where the proposer behind a candidate's `proposed_by` flag (the first of this
+    /// enumerator's proposers with that bit) would place `job` on the planner's cluster as it
+    /// is now; nothing changes on the planner. For a policy that takes several candidates of
+    /// one decision point: a later one is placed by its own proposer on the cluster the
+    /// earlier ones left.
+    pub fn propose_again(
+        &mut self,
+        planner: &mut Planner<'_>,
+        job: &JobSpec,
+        proposed_by: u8,
+    ) -> Option<Vec<TaskPlacement>> {
+        let k = self
+            .proposers
+            .kinds
+            .iter()
+            .position(|kind| kind.flag() & proposed_by != 0)?;
+        let placer = self.proposers.placers.get_mut(k)?;
+        let mark = planner.mark();
+        let tasks = placer.place(planner, job);
+        planner.undo_to(mark);
+        tasks
+    }
+
     /// Lets the proposers and the task mix see the jobs of this decision point. Call it once
     /// per decision before taking a planner from `ctx` (`enumerate` does it itself).
     pub fn observe(&mut self, ctx: &DecisionContext<'_>) {
