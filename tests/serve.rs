@@ -143,6 +143,7 @@ fn serve_decide_metrics_shutdown_and_replay() {
     assert!(body.contains("lachesis_requests_total{rpc=\"Decide\",code=\"InvalidArgument\"} 1"));
     assert!(body.contains("lachesis_model_info{version="));
     assert!(body.contains("lachesis_request_duration_seconds_bucket"));
+    assert!(body.contains("lachesis_model_passes_total "), "{body}");
     assert_eq!(http_get(http, "/healthz").0, 200);
     let (code, body) = http_get(http, "/readyz");
     assert_eq!(code, 200, "{body}");

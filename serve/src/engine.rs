@@ -297,7 +297,11 @@ impl Engine {
             let result = match policy_source {
                 Ok(model) => {
                     let mut policy = model.policy().deciding(deciding);
+                    let before = policy.passes();
                     let r = run_policy(&world, &mut policy);
+                    metrics
+                        .model_passes
+                        .inc_by(policy.passes().saturating_sub(before));
                     model.give_back(policy);
                     r
                 }

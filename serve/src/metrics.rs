@@ -44,6 +44,8 @@ pub struct Metrics {
     pub shadow_agreement: Family<Labels, Counter>,
     pub placements: Counter,
     pub preemptions: Counter,
+    /// Model passes (shortlist, features, scores) run by the model arm.
+    pub model_passes: Counter,
     pub inflight: Gauge,
     pub model_info: Family<Labels, Gauge>,
     pub model_reloads: Family<Labels, Counter>,
@@ -71,6 +73,7 @@ impl Metrics {
             shadow_agreement: Family::default(),
             placements: Counter::default(),
             preemptions: Counter::default(),
+            model_passes: Counter::default(),
             inflight: Gauge::default(),
             model_info: Family::default(),
             model_reloads: Family::default(),
@@ -118,6 +121,11 @@ impl Metrics {
             "preemptions",
             "Jobs preempted in answers",
             m.preemptions.clone(),
+        );
+        registry.register(
+            "model_passes",
+            "Model passes (shortlist, features, scores) run by the model arm",
+            m.model_passes.clone(),
         );
         registry.register(
             "inflight_requests",

@@ -410,7 +410,8 @@ async fn ab_routing_splits_jobs_and_both_arms_decide() {
 }
 
 /// Both ways the model can build a decision answer a crowded snapshot (preemptions
-/// included) by the model itself, and the answer passes the shield and applies.
+/// included) by the model itself, and the answer passes the shield and applies; batched
+/// deciding needs fewer model passes (`lachesis_model_passes`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_and_stepwise_deciding_both_answer_and_pass_the_shield() {
     let snap = synthetic::snapshot(60, 80, 0.9, 21);
@@ -427,8 +428,14 @@ async fn batched_and_stepwise_deciding_both_answer_and_pass_the_shield() {
         assert!(a.fallbacks.is_empty(), "{:?}", a.fallbacks);
         assert!(!a.placements.is_empty());
         assert_applies(&snap, &a);
-        answers.push(a);
+        answers.push((a, e.metrics().model_passes.get()));
     }
+    let (batched, stepwise) = (answers[0].1, answers[1].1);
+    assert!(
+        batched > 0 && batched < stepwise,
+        "{batched} vs {stepwise} passes"
+    );
+    let answers: Vec<_> = answers.into_iter().map(|(a, _)| a).collect();
     assert!(
         answers.iter().any(|a| !a.preemptions.is_empty()),
         "the snapshot is crowded enough to preempt"

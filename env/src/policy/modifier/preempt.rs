@@ -55,6 +55,8 @@ pub(super) struct Candidate {
     /// GPU-time of the current run, milli-GPU x ms.
     risk: u128,
     gpus: u64,
+    /// The job's `class`, kept so a search filters the pool without looking jobs up.
+    class: (Reverse<Qos>, i32),
 }
 
 impl Candidate {
@@ -178,6 +180,7 @@ pub(super) fn preemptible_pool(
                 job: a.job,
                 risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
                 gpus: spec.gpus_total(),
+                class: class(spec),
             }
         })
         .collect();
@@ -188,17 +191,13 @@ pub(super) fn preemptible_pool(
 /// The victims for `job` among `pool` (ranked cheapest first): only those of a strictly lower
 /// class, and none when the job already fits or no set of them lets it fit.
 fn victims_among(
-    ctx: &DecisionContext<'_>,
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
     job: &JobSpec,
     pool: &[Candidate],
 ) -> Option<Vec<JobId>> {
-    let lower: Vec<Candidate> = pool
-        .iter()
-        .copied()
-        .filter(|c| class(ctx.job(c.job)) < class(job))
-        .collect();
+    let below = class(job);
+    let lower: Vec<Candidate> = pool.iter().copied().filter(|c| c.class < below).collect();
     if lower.is_empty() {
         return None;
     }
@@ -236,7 +235,7 @@ pub fn minimal_victims(
     let pool = pools
         .class
         .get_or_insert_with(|| preemptible_pool(ctx, planner, &pools.exclude));
-    victims_among(ctx, planner, placer, job, pool)
+    victims_among(planner, placer, job, pool)
 }
 
 impl Modifier for ClassPreempt {
@@ -261,7 +260,7 @@ impl Modifier for ClassPreempt {
                 continue;
             }
             let job = ctx.job(*id);
-            let Some(victims) = victims_among(ctx, planner, placer, job, &pool) else {
+            let Some(victims) = victims_among(planner, placer, job, &pool) else {
                 continue;
             };
             if preempt_and_place(planner, placer, job, &victims, decision) {
