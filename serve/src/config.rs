@@ -20,8 +20,8 @@ pub struct ServeConfig {
     /// How the model builds a decision from its scores: `batched` (default: every candidate
     /// of a model pass, best first, each placed again by its proposer on what the earlier
     /// ones left; a few passes for a long queue) or `stepwise` (one placement per pass, the
-    /// steps of training; 3-4x slower on 1,000 nodes). See `lachesis_agent::Deciding` and
-    /// docs/serve.md for the measured difference.
+    /// steps of training; 3-4x slower on 1,000 nodes, up to 2% lower average JCT over
+    /// 30-day replays). See `lachesis_agent::Deciding` and docs/serve.md for the figures.
     pub deciding: lachesis_agent::Deciding,
     /// How long the model may take for one decision, ms; then the chain answers.
     pub deadline_ms: f64,
