@@ -58,6 +58,9 @@ pub enum Command {
     /// Cost of one learned-policy decision (Scorer forward and masked argmax) on one core,
     /// against 1 ms.
     Infer(crate::bench_infer::Args),
+    /// The model arm's decision in process (no gRPC): world build, decision time, model
+    /// passes, placements and preemptions per decision, stepwise and batched side by side.
+    Decide(crate::bench_decide::Args),
     /// The decision service end to end: `lachesis serve` as a separate process, `Decide` load
     /// over loopback gRPC; latency percentiles, decisions/s and an optional soak, against the
     /// issue's targets.
@@ -108,6 +111,7 @@ pub fn run(cmd: &Command) -> Result<()> {
         Command::Env(args) => crate::bench_env::run(args),
         Command::Infer(args) => crate::bench_infer::run(args),
         Command::Serve(args) => crate::bench_serve::run(args),
+        Command::Decide(args) => crate::bench_decide::run(args),
         Command::Slurm(args) => crate::bench_slurm::run(args),
     }
 }

@@ -22,6 +22,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod bench_decide;
 mod bench_env;
 mod bench_fgd;
 mod bench_infer;

@@ -510,6 +510,41 @@ fn stdout_of(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `bench decide` runs the shipped model in process both ways on the same snapshots: both
+/// place the same jobs here, and batched deciding takes fewer model passes.
+#[test]
+fn bench_decide_prints_both_ways_and_batched_takes_fewer_passes() {
+    let out = stdout_of(&[
+        "bench",
+        "decide",
+        "--nodes",
+        "20",
+        "--pending",
+        "12",
+        "--snapshots",
+        "2",
+        "--repeats",
+        "1",
+    ]);
+    let row = |name: &str| -> Vec<f64> {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row:\n{out}"));
+        line.split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap())
+            .collect()
+    };
+    let (stepwise, batched) = (row("stepwise"), row("batched"));
+    // Columns: build_ms, decide_p50, decide_p99, passes, placements, preemptions.
+    assert_eq!(stepwise.len(), 6, "{out}");
+    assert!(batched[3] < stepwise[3], "{out}");
+    assert!(batched[4] > 0.0 && stepwise[4] > 0.0, "{out}");
+    let err = fails(&["bench", "decide", "--model", "no/such/model"]);
+    assert_mentions(&err, &["no/such/model"]);
+}
+
 #[test]
 fn bench_env_prints_rates_ratios_and_a_stable_checksum() {
     let args = [
