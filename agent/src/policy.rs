@@ -47,6 +47,14 @@ impl Deciding {
         }
     }
 
+    /// The name `serve.toml` and `ModelInfo` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deciding::Stepwise => "stepwise",
+            Deciding::Batched => "batched",
+        }
+    }
+
     /// Splits a registry name into how it decides and its model directory.
     pub fn parse(name: &str) -> Option<(Deciding, &str)> {
         let name = name.trim();

@@ -683,6 +683,7 @@ impl Engine {
             baseline: self.cfg.baseline.clone(),
             fallback_chain: self.chain(),
             path: self.cfg.model.clone(),
+            deciding: self.cfg.deciding.as_str().into(),
             ..Default::default()
         };
         match &state {

@@ -117,6 +117,7 @@ async fn grpc_round_trip_with_the_model_health_and_reflection() {
         lachesis_env::gym::FEATURE_SCHEMA_VERSION
     );
     assert_eq!(info.version.len(), 16);
+    assert_eq!(info.deciding, "batched", "the service's default");
 
     // Score: every node answered, infeasible ones with a reason and score 0.
     let job = snap.pending[0].id.clone();
