@@ -23,6 +23,7 @@
 use crate::cluster::ClusterState;
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::{GPU_MILLI, JobId, NodeId};
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// The room for one job's tasks on the cluster as a planner holds it (see the module docs).
@@ -35,6 +36,8 @@ pub(super) struct Room {
     need: u64,
     /// Tasks of the job the cluster holds now, capped per node at `need`.
     now: u64,
+    /// Reused by `admits_after` and `first_prefix` (see `Freed::spare`).
+    scratch: RefCell<Freed>,
 }
 
 /// A touched node's free capacity with the freed jobs given back.
@@ -56,14 +59,26 @@ pub(super) struct Freed {
     index: HashMap<NodeId, usize>,
     /// Tasks of the job the touched nodes hold now, minus what they held before.
     gained: u64,
+    /// GPU vectors of cleared scratches, reused so a search that asks about thousands of sets
+    /// does not allocate for each.
+    spare: Vec<Vec<u32>>,
 }
 
 /// Touched nodes looked up by scanning up to this many.
 const SCAN: usize = 8;
 
 impl Freed {
-    /// The scratch of `node`, made by `init` on first touch.
-    fn slot(&mut self, node: NodeId, init: impl FnOnce() -> Scratch) -> &mut Scratch {
+    /// Forgets every freed job, keeping the allocations for the next set.
+    fn clear(&mut self) {
+        for (_, scratch) in self.nodes.drain(..) {
+            self.spare.push(scratch.gpus);
+        }
+        self.index.clear();
+        self.gained = 0;
+    }
+
+    /// The scratch of `node`, made by `init` (given an empty vector to fill) on first touch.
+    fn slot(&mut self, node: NodeId, init: impl FnOnce(Vec<u32>) -> Scratch) -> &mut Scratch {
         let found = if self.nodes.len() <= SCAN {
             self.nodes.iter().position(|(n, _)| *n == node)
         } else {
@@ -80,7 +95,9 @@ impl Freed {
         let i = match found {
             Some(i) => i,
             None => {
-                self.nodes.push((node, init()));
+                let mut gpus = self.spare.pop().unwrap_or_default();
+                gpus.clear();
+                self.nodes.push((node, init(gpus)));
                 let i = self.nodes.len() - 1;
                 if self.nodes.len() > SCAN + 1 {
                     self.index.insert(node, i);
@@ -99,6 +116,7 @@ impl Room {
             mask: state.spec().model_mask(&job.gpu_types),
             need: u64::from(job.tasks),
             now: 0,
+            scratch: RefCell::new(Freed::default()),
         };
         let fractional = job.task.is_fractional();
         for node in state.spec().node_ids() {
@@ -123,7 +141,8 @@ impl Room {
 
     /// Whether the cluster could hold every task with `victims` freed (all of them).
     pub fn admits_after(&self, state: &ClusterState, victims: &[JobId]) -> bool {
-        let mut freed = Freed::default();
+        let mut freed = self.scratch.borrow_mut();
+        freed.clear();
         for v in victims {
             self.free(state, &mut freed, *v);
         }
@@ -133,7 +152,8 @@ impl Room {
     /// The shortest prefix of `victims` (at least one) after whose release the cluster could
     /// hold every task; `None` if not even all of them make room.
     pub fn first_prefix(&self, state: &ClusterState, victims: &[JobId]) -> Option<usize> {
-        let mut freed = Freed::default();
+        let mut freed = self.scratch.borrow_mut();
+        freed.clear();
         for (i, v) in victims.iter().enumerate() {
             self.free(state, &mut freed, *v);
             if self.admits(&freed) {
@@ -160,12 +180,8 @@ impl Room {
         let task = &alloc.task;
         let step = |x: &mut u64, by: u64| *x = if add { *x + by } else { x.saturating_sub(by) };
         for t in &alloc.tasks {
-            let scratch = freed.slot(t.node, || {
-                let gpus: Vec<u32> = state
-                    .gpu_free(t.node)
-                    .iter()
-                    .map(|f| u32::from(*f))
-                    .collect();
+            let scratch = freed.slot(t.node, |mut gpus| {
+                gpus.extend(state.gpu_free(t.node).iter().map(|f| u32::from(*f)));
                 let held = self.holds(state, t.node, gpus.iter().copied());
                 Scratch {
                     gpus,
