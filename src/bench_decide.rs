@@ -1,6 +1,7 @@
 //! `lachesis bench decide`: the model arm's decision in process, without gRPC or a second
 //! process. The synthetic snapshots of `bench serve` are validated into the service's world,
-//! then the model decides each, every way of deciding side by side on the same snapshots.
+//! then the model decides each, every way of deciding (and the heuristics asked for, by
+//! default the service's baseline) side by side on the same snapshots.
 //! Prints the median world build, the decision's median and p99, and per decision the model
 //! passes, placements and preemptions: the transport-free part of `bench serve`'s model
 //! scenarios, and where a faster decision path shows first.
@@ -36,6 +37,14 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "stepwise,batched",
           value_parser = ["stepwise", "batched"])]
     deciding: Vec<String>,
+    /// Heuristics to time beside the model, comma-separated (default: the service's
+    /// baseline); `--heuristics ''` for none.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tiresias/best-fit/las-preempt"
+    )]
+    heuristics: Vec<String>,
     /// Model directory.
     #[arg(long, default_value = "models/default")]
     model: PathBuf,
@@ -49,7 +58,8 @@ pub struct Args {
 struct Row {
     build_ms: Vec<f64>,
     decide_ms: Vec<f64>,
-    passes: u64,
+    /// Model passes (the model's rows only).
+    passes: Option<u64>,
     placements: usize,
     preemptions: usize,
     decisions: usize,
@@ -59,6 +69,57 @@ fn deciding(name: &str) -> Deciding {
     match name {
         "batched" => Deciding::Batched,
         _ => Deciding::Stepwise,
+    }
+}
+
+/// One row of the table: the model deciding one way, or a heuristic.
+enum Arm {
+    Model(Deciding),
+    Heuristic(String),
+}
+
+impl Arm {
+    fn label(&self) -> &str {
+        match self {
+            Arm::Model(d) => d.as_str(),
+            Arm::Heuristic(name) => name,
+        }
+    }
+
+    /// A fresh policy, as the service lends one per decision.
+    fn policy(&self, model: &std::path::Path) -> Result<Lent> {
+        Ok(match self {
+            Arm::Model(d) => Lent::Model(Box::new(
+                LearnedPolicy::load(model, "model")
+                    .with_context(|| format!("loading the model at {}", model.display()))?
+                    .deciding(*d),
+            )),
+            Arm::Heuristic(name) => Lent::Heuristic(
+                lachesis_env::policy::build_policy(name, 1)
+                    .map_err(|e| anyhow::anyhow!("--heuristics {name}: {e}"))?,
+            ),
+        })
+    }
+}
+
+/// A policy for one decision; the model's counts its passes.
+enum Lent {
+    Model(Box<LearnedPolicy>),
+    Heuristic(Box<dyn Policy>),
+}
+
+impl Lent {
+    fn policy(&mut self) -> &mut dyn Policy {
+        match self {
+            Lent::Model(p) => p.as_mut(),
+            Lent::Heuristic(p) => p.as_mut(),
+        }
+    }
+    fn passes(&self) -> Option<u64> {
+        match self {
+            Lent::Model(p) => Some(p.passes()),
+            Lent::Heuristic(_) => None,
+        }
     }
 }
 
@@ -75,35 +136,51 @@ pub fn run(args: &Args) -> Result<()> {
     let template = LearnedPolicy::load(&args.model, "model")
         .with_context(|| format!("loading the model at {}", args.model.display()))?;
     drop(template);
-    let mut rows: Vec<Row> = args.deciding.iter().map(|_| Row::default()).collect();
+    let arms: Vec<Arm> = args
+        .deciding
+        .iter()
+        .map(|d| Arm::Model(deciding(d)))
+        .chain(
+            args.heuristics
+                .iter()
+                .filter(|h| !h.trim().is_empty())
+                .map(|h| Arm::Heuristic(h.trim().to_string())),
+        )
+        .collect();
+    for arm in &arms {
+        arm.policy(&args.model)?;
+    }
+    let mut rows: Vec<Row> = arms.iter().map(|_| Row::default()).collect();
     for seed in args.seed..args.seed + args.snapshots {
         let snapshot = synthetic::snapshot(args.nodes, args.pending, UTILIZATION, seed);
         for _ in 0..args.repeats {
-            // The ways take turns on each snapshot, so machine noise falls on all of them.
-            for (name, row) in args.deciding.iter().zip(&mut rows) {
+            // The arms take turns on each snapshot, so machine noise falls on all of them.
+            for (arm, row) in arms.iter().zip(&mut rows) {
                 let started = Instant::now();
                 let world = World::build(&snapshot)
                     .map_err(|e| anyhow::anyhow!("synthetic snapshot {seed}: {e}"))?;
                 row.build_ms.push(started.elapsed().as_secs_f64() * 1e3);
-                let mut policy = LearnedPolicy::load(&args.model, "model")
-                    .with_context(|| format!("loading the model at {}", args.model.display()))?
-                    .deciding(deciding(name));
+                let mut policy = arm.policy(&args.model)?;
                 let started = Instant::now();
                 let decision = policy
+                    .policy()
                     .decide(&world.context())
-                    .map_err(|e| anyhow::anyhow!("snapshot {seed}, {name}: {e}"))?;
+                    .map_err(|e| anyhow::anyhow!("snapshot {seed}, {}: {e}", arm.label()))?;
                 row.decide_ms.push(started.elapsed().as_secs_f64() * 1e3);
-                row.passes += policy.passes();
                 row.placements += decision.placements.len();
                 row.preemptions += decision.preemptions.len();
                 row.decisions += 1;
+                if let Some(p) = policy.passes() {
+                    row.passes = Some(row.passes.unwrap_or(0) + p);
+                }
             }
         }
     }
     outln!(
         "model {} in process on synthetic snapshots of {} nodes ({}% of GPUs busy) and {} \
          pending jobs, seeds {}..{}, {} decision(s) each; medians and nearest-rank p99, ms; \
-         per decision: model passes, placements, preemptions",
+         per decision: model passes, placements, preemptions; each decision by a fresh \
+         policy on a freshly built world",
         args.model.display(),
         args.nodes,
         UTILIZATION * 100.0,
@@ -112,9 +189,15 @@ pub fn run(args: &Args) -> Result<()> {
         args.seed + args.snapshots - 1,
         args.repeats
     );
+    let width = arms
+        .iter()
+        .map(|a| a.label().len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
     outln!(
-        "{:<10} {:>9} {:>10} {:>10} {:>8} {:>11} {:>12}",
-        "deciding",
+        "{:<width$} {:>9} {:>10} {:>10} {:>8} {:>11} {:>12}",
+        "policy",
         "build_ms",
         "decide_p50",
         "decide_p99",
@@ -122,17 +205,20 @@ pub fn run(args: &Args) -> Result<()> {
         "placements",
         "preemptions"
     );
-    for (name, row) in args.deciding.iter().zip(&mut rows) {
+    for (arm, row) in arms.iter().zip(&mut rows) {
         row.build_ms.sort_by(f64::total_cmp);
         row.decide_ms.sort_by(f64::total_cmp);
         let per = |x: f64| x / row.decisions.max(1) as f64;
+        let passes = row
+            .passes
+            .map_or_else(|| "-".to_string(), |p| format!("{:.1}", per(p as f64)));
         outln!(
-            "{:<10} {:>9.2} {:>10.2} {:>10.2} {:>8.1} {:>11.1} {:>12.1}",
-            name,
+            "{:<width$} {:>9.2} {:>10.2} {:>10.2} {:>8} {:>11.1} {:>12.1}",
+            arm.label(),
             percentile(&row.build_ms, 0.5),
             percentile(&row.decide_ms, 0.5),
             percentile(&row.decide_ms, 0.99),
-            per(row.passes as f64),
+            passes,
             per(row.placements as f64),
             per(row.preemptions as f64)
         );

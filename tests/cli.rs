@@ -510,8 +510,8 @@ fn stdout_of(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `bench decide` runs the shipped model in process both ways on the same snapshots: both
-/// place the same jobs here, and batched deciding takes fewer model passes.
+/// `bench decide` runs the shipped model in process both ways on the same snapshots, and the
+/// service's baseline beside them: batched deciding takes fewer model passes.
 #[test]
 fn bench_decide_prints_both_ways_and_batched_takes_fewer_passes() {
     let out = stdout_of(&[
@@ -541,8 +541,15 @@ fn bench_decide_prints_both_ways_and_batched_takes_fewer_passes() {
     assert_eq!(stepwise.len(), 6, "{out}");
     assert!(batched[3] < stepwise[3], "{out}");
     assert!(batched[4] > 0.0 && stepwise[4] > 0.0, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("tiresias/best-fit/las-preempt")),
+        "the service's baseline is timed beside the model:\n{out}"
+    );
     let err = fails(&["bench", "decide", "--model", "no/such/model"]);
     assert_mentions(&err, &["no/such/model"]);
+    let err = fails(&["bench", "decide", "--heuristics", "fifo/no-such-placer"]);
+    assert_mentions(&err, &["--heuristics", "fifo/no-such-placer"]);
 }
 
 #[test]
