@@ -303,9 +303,20 @@ fn write_card(
         writeln!(s, "{body}\n")?;
     }
     writeln!(s, "## Limits\n")?;
+    if manifest.env.las_preemption {
+        writeln!(
+            s,
+            "- Its preemptions are the shortlist's: for a job that cannot start, one minimal victim set of a strictly lower class (QoS, then priority) or, failing that, Tiresias' LAS set of more-served jobs; it never chooses its own victims."
+        )?;
+    } else {
+        writeln!(
+            s,
+            "- The action space places or waits; it preempts only jobs of a strictly lower class (QoS, then priority), so it cannot express Tiresias' LAS preemption among equals: `tiresias/best-fit/las-preempt` is a different kind of policy (preemptive) and is listed for reference."
+        )?;
+    }
     writeln!(
         s,
-        "- The action space places or waits; it preempts only jobs of a strictly lower class (QoS, then priority), so it cannot express Tiresias' LAS preemption among equals: `tiresias/best-fit/las-preempt` is a different kind of policy (preemptive) and is listed for reference."
+        "- The figures above are `rl:PATH`, which decides stepwise as in training. `lachesis serve` decides `batched` by default (`deciding` in serve.toml; `rl-batched:PATH` in `compare`); docs/serve.md compares the two."
     )?;
     writeln!(
         s,

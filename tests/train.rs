@@ -113,6 +113,8 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
         "| avg JCT (s) ↓ |",
         "| unfinished jobs |",
         "`tiresias/best-fit/las-preempt`",
+        // How the figures relate to what the service runs.
+        "`lachesis serve` decides `batched` by default",
     ] {
         assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
     }
