@@ -8,7 +8,8 @@
 
 use crate::bench_infer::percentile;
 use anyhow::{Context, Result, ensure};
-use lachesis_agent::{Deciding, LearnedPolicy};
+use lachesis_agent::policy::load_scorer;
+use lachesis_agent::{Deciding, LearnedPolicy, Manifest, Scorer};
 use lachesis_env::policy::Policy;
 use lachesis_serve::synthetic;
 use lachesis_serve::world::World;
@@ -86,13 +87,12 @@ impl Arm {
         }
     }
 
-    /// A fresh policy, as the service lends one per decision.
-    fn policy(&self, model: &std::path::Path) -> Result<Lent> {
+    /// A fresh policy, as the service lends one per decision (the model's from weights
+    /// loaded once).
+    fn policy(&self, model: &Model) -> Result<Lent> {
         Ok(match self {
             Arm::Model(d) => Lent::Model(Box::new(
-                LearnedPolicy::load(model, "model")
-                    .with_context(|| format!("loading the model at {}", model.display()))?
-                    .deciding(*d),
+                LearnedPolicy::new("model", &model.scorer, &model.manifest.env).deciding(*d),
             )),
             Arm::Heuristic(name) => Lent::Heuristic(
                 lachesis_env::policy::build_policy(name, 1)
@@ -100,6 +100,12 @@ impl Arm {
             ),
         })
     }
+}
+
+/// The model directory, read once.
+struct Model {
+    scorer: Scorer,
+    manifest: Manifest,
 }
 
 /// A policy for one decision; the model's counts its passes.
@@ -132,10 +138,11 @@ pub fn run(args: &Args) -> Result<()> {
         !args.deciding.is_empty(),
         "--deciding names no way of deciding"
     );
-    // Load once up front, so a bad model directory is reported before any timing.
-    let template = LearnedPolicy::load(&args.model, "model")
-        .with_context(|| format!("loading the model at {}", args.model.display()))?;
-    drop(template);
+    // Read once up front, so a bad model directory is reported before any timing.
+    let loading = || format!("loading the model at {}", args.model.display());
+    let manifest = Manifest::read(&args.model).with_context(loading)?;
+    let scorer = load_scorer(&args.model, &manifest).with_context(loading)?;
+    let model = Model { scorer, manifest };
     let arms: Vec<Arm> = args
         .deciding
         .iter()
@@ -148,7 +155,7 @@ pub fn run(args: &Args) -> Result<()> {
         )
         .collect();
     for arm in &arms {
-        arm.policy(&args.model)?;
+        arm.policy(&model)?;
     }
     let mut rows: Vec<Row> = arms.iter().map(|_| Row::default()).collect();
     for seed in args.seed..args.seed + args.snapshots {
@@ -160,7 +167,7 @@ pub fn run(args: &Args) -> Result<()> {
                 let world = World::build(&snapshot)
                     .map_err(|e| anyhow::anyhow!("synthetic snapshot {seed}: {e}"))?;
                 row.build_ms.push(started.elapsed().as_secs_f64() * 1e3);
-                let mut policy = arm.policy(&args.model)?;
+                let mut policy = arm.policy(&model)?;
                 let started = Instant::now();
                 let decision = policy
                     .policy()

@@ -402,12 +402,7 @@ fn compare_split_takes_the_card_spelling_and_two_words() {
             "--out",
             out.str(),
         ]);
-        let run = lachesis(&args);
-        assert!(
-            run.status.success(),
-            "lachesis {args:?} failed:\n{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
+        stdout_of(&args);
         let text = std::fs::read_to_string(out.path().join("comparison.json")).unwrap();
         assert!(text.contains("validation part of split 0.7,0.15"), "{text}");
     }

@@ -98,30 +98,35 @@ pub fn ranked(logits: &[f32], mask: &[bool]) -> Vec<usize> {
 }
 
 /// Takes `chosen` on the planner (its victims freed, then its placement reserved) and into
-/// the decision; `false`, with the planner as it was, if it no longer fits.
+/// the decision; if it no longer fits, the planner is left as it was and the error says why.
 fn take(
     ctx: &DecisionContext<'_>,
     planner: &mut Planner<'_>,
     chosen: &Candidate,
     taken: &mut Taken,
     decision: &mut Decision,
-) -> bool {
+) -> Result<(), String> {
     let mark = planner.mark();
-    let freed = chosen.preemptions.iter().all(|v| planner.free_running(*v));
-    if !freed
-        || planner
-            .reserve(ctx.job(chosen.placement.job), &chosen.placement.tasks)
-            .is_err()
+    let fits = match chosen
+        .preemptions
+        .iter()
+        .find(|v| !planner.free_running(**v))
     {
+        Some(v) => Err(format!("victim {v} is not running")),
+        None => planner
+            .reserve(ctx.job(chosen.placement.job), &chosen.placement.tasks)
+            .map_err(|e| e.to_string()),
+    };
+    if fits.is_err() {
         planner.undo_to(mark);
-        return false;
+        return fits;
     }
     taken.take(chosen);
     decision
         .preemptions
         .extend(chosen.preemptions.iter().copied());
     decision.placements.push(chosen.placement.clone());
-    true
+    Ok(())
 }
 
 /// The index of the highest logit among legal actions (ties: the lowest index).
@@ -287,18 +292,17 @@ impl Policy for LearnedPolicy {
                     if best == WAIT_ACTION {
                         break;
                     }
-                    if !take(
+                    take(
                         ctx,
                         &mut planner,
                         &point.candidates[best],
                         &mut taken,
                         &mut decision,
-                    ) {
-                        return Err(PolicyError::Failed {
-                            policy: self.name.clone(),
-                            message: "the chosen candidate no longer fits".into(),
-                        });
-                    }
+                    )
+                    .map_err(|why| PolicyError::Failed {
+                        policy: self.name.clone(),
+                        message: format!("a candidate no longer fits: {why}"),
+                    })?;
                 }
                 Deciding::Batched => {
                     // Nodes this pass placed on or freed. A later placement of the pass is
@@ -344,7 +348,8 @@ impl Policy for LearnedPolicy {
                             .filter_map(|v| planner.state().allocation(*v))
                             .flat_map(|alloc| alloc.nodes())
                             .collect();
-                        if take(ctx, &mut planner, chosen, &mut taken, &mut decision) {
+                        // One that no longer fits waits for the next pass.
+                        if take(ctx, &mut planner, chosen, &mut taken, &mut decision).is_ok() {
                             touched.extend(chosen.placement.tasks.iter().map(|t| t.node));
                             touched.extend(freed);
                         }

@@ -98,17 +98,8 @@ fn the_policy_acts_in_the_simulator_as_greedy_play_in_the_environment() {
 fn batched_deciding_makes_valid_decisions_under_a_burst() {
     use lachesis_agent::Deciding;
     // Every job of a synthetic trace submitted at once.
-    let spread = synthetic_trace(80, &cluster(), 1.0, 4);
-    let jobs: Vec<_> = spread
-        .jobs()
-        .iter()
-        .map(|j| lachesis_env::job::JobSpec {
-            submit: lachesis_env::units::SimTime::ZERO,
-            ..j.clone()
-        })
-        .collect();
-    let durations = jobs.iter().map(|j| spread.true_duration(j.id)).collect();
-    let trace = Trace::new("burst", jobs, durations, spread.tenants().to_vec()).unwrap();
+    let trace =
+        synthetic_trace(80, &cluster(), 1.0, 4).map_submit(|_| lachesis_env::units::SimTime::ZERO);
     let m = model(6);
     // "Wait" masked whenever a candidate exists (as for models/default): a decision ends only
     // when nothing more fits, whichever way it is built.

@@ -174,21 +174,7 @@ fn horizons_truncate() {
 #[test]
 fn candidates_are_feasible_and_wait_is_last() {
     // The synthetic jobs all submitted at once, so one instant has many choices.
-    let base = synthetic();
-    let jobs: Vec<_> = base
-        .jobs()
-        .iter()
-        .map(|j| crate::job::JobSpec {
-            submit: crate::units::SimTime::ZERO,
-            ..j.clone()
-        })
-        .collect();
-    let durations = base
-        .jobs()
-        .iter()
-        .map(|j| base.true_duration(j.id))
-        .collect();
-    let trace = Trace::new("burst", jobs, durations, vec!["t".into()]).unwrap();
+    let trace = synthetic().map_submit(|_| crate::units::SimTime::ZERO);
     let mut env = SchedEnv::new(&trace, cluster(), cfg(RewardConfig::default(), 0, 0.0)).unwrap();
     let (obs, info) = env.reset(0).unwrap();
     assert!(info.candidates >= 1);
