@@ -52,6 +52,11 @@ pub struct Args {
     /// Seed of the first snapshot.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also time the service's whole heuristic arm in process (routing `baseline`): the
+    /// request's protobuf decoded, `Engine::decide` (world build, baseline, shield, a reason
+    /// for every job left pending, metrics), the answer encoded; `bench serve` minus gRPC.
+    #[arg(long)]
+    engine: bool,
 }
 
 /// What one way of deciding measured.
@@ -183,6 +188,11 @@ pub fn run(args: &Args) -> Result<()> {
             }
         }
     }
+    let engine = if args.engine {
+        Some(engine_row(args)?)
+    } else {
+        None
+    };
     outln!(
         "model {} in process on synthetic snapshots of {} nodes ({}% of GPUs busy) and {} \
          pending jobs, seeds {}..{}, {} decision(s) each; medians and nearest-rank p99, ms; \
@@ -230,5 +240,124 @@ pub fn run(args: &Args) -> Result<()> {
             per(row.preemptions as f64)
         );
     }
+    if let Some(e) = engine {
+        e.print();
+    }
     Ok(())
+}
+
+/// The heuristic arm's whole request path in process, stage by stage.
+#[derive(Default)]
+struct EngineRow {
+    decode_ms: Vec<f64>,
+    decide_ms: Vec<f64>,
+    encode_ms: Vec<f64>,
+    total_ms: Vec<f64>,
+    request_bytes: usize,
+    response_bytes: usize,
+    placements: usize,
+    decisions: usize,
+    baseline: String,
+}
+
+impl EngineRow {
+    fn print(&self) {
+        let med = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            percentile(&v, 0.5)
+        };
+        let mut total = self.total_ms.clone();
+        total.sort_by(f64::total_cmp);
+        let n = self.decisions.max(1) as f64;
+        outln!(
+            "service engine, routing baseline ({}), in process: request decoded, \
+             Engine::decide, answer encoded; medians, ms; {} decisions",
+            self.baseline,
+            self.decisions
+        );
+        outln!(
+            "{:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11}",
+            "decode",
+            "decide",
+            "encode",
+            "total_p50",
+            "total_p99",
+            "request_kB",
+            "response_kB",
+            "placements"
+        );
+        outln!(
+            "{:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>12.1} {:>11.1}",
+            med(&self.decode_ms),
+            med(&self.decide_ms),
+            med(&self.encode_ms),
+            percentile(&total, 0.5),
+            percentile(&total, 0.99),
+            self.request_bytes as f64 / n / 1e3,
+            self.response_bytes as f64 / n / 1e3,
+            self.placements as f64 / n
+        );
+    }
+}
+
+/// Times the service's heuristic arm (`Engine` with routing `baseline`, no model, no decision
+/// log) on the same synthetic snapshots, from request bytes to answer bytes.
+fn engine_row(args: &Args) -> Result<EngineRow> {
+    use lachesis_serve::proto::{DecideRequest, DecideResponse};
+    use prost::Message;
+    let cfg = lachesis_serve::ServeConfig {
+        model: String::new(),
+        routing: lachesis_serve::config::RoutingConfig {
+            mode: lachesis_serve::config::RoutingMode::Baseline,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut row = EngineRow {
+        baseline: cfg.baseline.clone(),
+        ..EngineRow::default()
+    };
+    let metrics = std::sync::Arc::new(lachesis_serve::Metrics::new());
+    let engine = std::sync::Arc::new(
+        lachesis_serve::Engine::new(cfg, metrics).context("starting the service engine")?,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")?;
+    for seed in args.seed..args.seed + args.snapshots {
+        let bytes = DecideRequest {
+            snapshot: Some(synthetic::snapshot(
+                args.nodes,
+                args.pending,
+                UTILIZATION,
+                seed,
+            )),
+            request_id: String::new(),
+        }
+        .encode_to_vec();
+        for _ in 0..args.repeats {
+            let started = Instant::now();
+            let request =
+                DecideRequest::decode(bytes.as_slice()).context("decoding a synthetic request")?;
+            let decoded = Instant::now();
+            let response: DecideResponse = runtime
+                .block_on(engine.decide(request))
+                .map_err(|e| anyhow::anyhow!("snapshot {seed}: the engine refused: {e}"))?;
+            let decided = Instant::now();
+            let out = response.encode_to_vec();
+            let done = Instant::now();
+            row.decode_ms.push((decoded - started).as_secs_f64() * 1e3);
+            row.decide_ms.push((decided - decoded).as_secs_f64() * 1e3);
+            row.encode_ms.push((done - decided).as_secs_f64() * 1e3);
+            row.total_ms.push((done - started).as_secs_f64() * 1e3);
+            row.request_bytes += bytes.len();
+            row.response_bytes += out.len();
+            row.placements += response.placements.len();
+            row.decisions += 1;
+        }
+    }
+    Ok(row)
 }

@@ -189,6 +189,8 @@ struct Samples {
     decision_us: Vec<f64>,
     /// Answers that went down the fallback chain.
     fell_back: usize,
+    /// Jobs the answers placed (kube-scheduler's benchmarks count pods scheduled per second).
+    placed: usize,
     errors: usize,
     first_error: Option<String>,
     /// Who decided, with counts, in the order first seen.
@@ -201,6 +203,7 @@ impl Samples {
         self.latency_ms.push(ms);
         self.decision_us.push(answer.decision_us as f64);
         self.fell_back += usize::from(!answer.fallbacks.is_empty());
+        self.placed += answer.placements.len();
         match self
             .deciders
             .iter_mut()
@@ -220,6 +223,7 @@ impl Samples {
         self.latency_ms.extend(other.latency_ms);
         self.decision_us.extend(other.decision_us);
         self.fell_back += other.fell_back;
+        self.placed += other.placed;
         self.errors += other.errors;
         if self.first_error.is_none() {
             self.first_error = other.first_error;
@@ -246,6 +250,8 @@ struct Stats {
     answers: usize,
     errors: usize,
     rate: f64,
+    /// Jobs placed per second.
+    placed_rate: f64,
     p50_ms: Option<f64>,
     p90_ms: Option<f64>,
     p99_ms: Option<f64>,
@@ -262,14 +268,18 @@ impl Stats {
         us.sort_by(f64::total_cmp);
         let at = |v: &[f64], p: f64| (!v.is_empty()).then(|| percentile(v, p));
         let answers = ms.len();
+        let per_s = |n: usize| {
+            if samples.wall_s > 0.0 {
+                n as f64 / samples.wall_s
+            } else {
+                0.0
+            }
+        };
         Stats {
             answers,
             errors: samples.errors,
-            rate: if samples.wall_s > 0.0 {
-                answers as f64 / samples.wall_s
-            } else {
-                0.0
-            },
+            rate: per_s(answers),
+            placed_rate: per_s(samples.placed),
             p50_ms: at(&ms, 0.5),
             p90_ms: at(&ms, 0.9),
             p99_ms: at(&ms, 0.99),
@@ -282,13 +292,14 @@ impl Stats {
 
 fn print_header() {
     outln!(
-        "{:<20} {:>10} {:>4} {:>8} {:>6} {:>11} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}  target",
+        "{:<20} {:>10} {:>4} {:>8} {:>6} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}  target",
         "scenario",
         "snapshot",
         "conc",
         "answers",
         "errors",
         "decisions/s",
+        "placed/s",
         "p50_ms",
         "p90_ms",
         "p99_ms",
@@ -301,13 +312,14 @@ fn print_header() {
 fn print_row(name: &str, snapshot: &str, concurrency: usize, stats: &Stats, target: &str) {
     let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
     outln!(
-        "{:<20} {:>10} {:>4} {:>8} {:>6} {:>11.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}  {}",
+        "{:<20} {:>10} {:>4} {:>8} {:>6} {:>11.1} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}  {}",
         name,
         snapshot,
         concurrency,
         stats.answers,
         stats.errors,
         stats.rate,
+        stats.placed_rate,
         ms(stats.p50_ms),
         ms(stats.p90_ms),
         ms(stats.p99_ms),
@@ -790,7 +802,9 @@ pub fn run(args: &Args) -> Result<()> {
         "machine: {cores} cores, shared by this client and the service (a separate `lachesis \
          serve` process on loopback gRPC); {} synthetic snapshots per scenario ({}% of GPUs \
          busy), {WARMUP} warm-up requests; percentiles nearest-rank, server_us the median of \
-         the answers' decision_us, fallbacks the share of answers that fell back",
+         the answers' decision_us, fallbacks the share of answers that fell back; \
+         decisions/s counts answers, placed/s the jobs they placed (the unit of \
+         kube-scheduler's pods/s)",
         SNAPSHOT_SEEDS,
         UTILIZATION * 100.0
     );

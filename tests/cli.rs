@@ -520,6 +520,7 @@ fn bench_decide_prints_both_ways_and_batched_takes_fewer_passes() {
         "2",
         "--repeats",
         "1",
+        "--engine",
     ]);
     let row = |name: &str| -> Vec<f64> {
         let line = out
@@ -541,6 +542,26 @@ fn bench_decide_prints_both_ways_and_batched_takes_fewer_passes() {
             .any(|l| l.starts_with("tiresias/best-fit/las-preempt")),
         "the service's baseline is timed beside the model:\n{out}"
     );
+    // The service engine's row (decode, decide, encode, total p50 and p99, request and
+    // response kB, placements): the same baseline on the same snapshots places as many jobs.
+    let lines: Vec<&str> = out.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("decode "))
+        .unwrap_or_else(|| panic!("no engine table:\n{out}"));
+    let engine: Vec<f64> = lines[header + 1]
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(engine.len(), 8, "{out}");
+    assert!(engine[3] > 0.0 && engine[5] > 0.0, "{out}");
+    let baseline_placed: f64 = out
+        .lines()
+        .find(|l| l.starts_with("tiresias/best-fit/las-preempt"))
+        .and_then(|l| l.split_whitespace().nth(5))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no placements in the baseline's row:\n{out}"));
+    assert_eq!(engine[7], baseline_placed, "{out}");
     let err = fails(&["bench", "decide", "--model", "no/such/model"]);
     assert_mentions(&err, &["no/such/model"]);
     let err = fails(&["bench", "decide", "--heuristics", "fifo/no-such-placer"]);
@@ -643,6 +664,9 @@ fn bench_serve_drives_a_separate_service_process_without_errors() {
     assert_eq!(cell("errors"), "0", "{out}");
     let rate: f64 = cell("decisions/s").parse().expect("a rate");
     assert!(rate > 0.0, "{out}");
+    // Some of the pending jobs fit (or preempt their way in) on every snapshot.
+    let placed: f64 = cell("placed/s").parse().expect("a rate");
+    assert!(placed > 0.0, "{out}");
     assert!(out.contains(">= 2,000 decisions/s: "), "{out}");
 }
 

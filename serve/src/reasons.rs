@@ -14,7 +14,8 @@ use std::collections::HashMap;
 /// The reason for every pending job of `after` (the world with `decision` applied); victims of
 /// `decision` are reported as preempted.
 pub fn pending_reasons(after: &World, decision: &Decision) -> Vec<proto::PendingReason> {
-    let mut state = after.cluster_clone();
+    // Placements are only looked for, never kept: the world's own state serves.
+    let mut state = after.cluster_what_if();
     let mut by_shape: HashMap<(u32, TaskRequest, Vec<String>), Option<Infeasible>> = HashMap::new();
     let mut head: Option<JobId> = None;
     let mut out = Vec::new();

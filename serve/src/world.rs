@@ -15,6 +15,11 @@ use lachesis_env::policy::{Decision, DecisionContext, JobRuntime, JobState, Plac
 use lachesis_env::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime, TenantId};
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
+
+/// The world's lookups by name. Names come from clients, so the hasher is seeded at random
+/// per process (foldhash: several times cheaper than SipHash on short keys, and a flood of
+/// colliding names cannot be precomputed against an unknown seed).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
 /// Most nodes one snapshot may hold.
@@ -56,8 +61,8 @@ pub struct World {
     cluster: RefCell<ClusterState>,
     /// Ids of real (snapshot) jobs: `jobs[..real_jobs]`.
     real_jobs: usize,
-    node_ids: HashMap<String, NodeId>,
-    job_ids: HashMap<String, JobId>,
+    node_ids: Map<String, NodeId>,
+    job_ids: Map<String, JobId>,
     tenants: Vec<String>,
 }
 
@@ -65,7 +70,7 @@ impl World {
     /// Validates `snapshot` and builds the world it describes.
     pub fn build(snapshot: &proto::Snapshot) -> Result<World, SnapshotError> {
         let spec = Arc::new(build_spec(&snapshot.nodes)?);
-        let node_ids: HashMap<String, NodeId> = spec
+        let node_ids: Map<String, NodeId> = spec
             .nodes
             .iter()
             .enumerate()
@@ -109,25 +114,32 @@ impl World {
         let oldest = entries.iter().map(|e| e.job.wait_ms).max().unwrap_or(0);
         let now = SimTime(snapshot.now_ms.max(oldest));
         let mut order: Vec<usize> = (0..entries.len()).collect();
-        order.sort_by_key(|i| (std::cmp::Reverse(entries[*i].job.wait_ms), *i));
+        // The key ends with the position, so an unstable sort gives the stable order.
+        order.sort_unstable_by_key(|i| (std::cmp::Reverse(entries[*i].job.wait_ms), *i));
 
         let mut tenants: Vec<String> = Vec::new();
-        let mut tenant_ids: HashMap<String, TenantId> = HashMap::new();
+        let mut tenant_ids: Map<String, TenantId> = Map::default();
         let mut jobs = Vec::with_capacity(total);
         let mut runtime = Vec::with_capacity(total);
-        let mut job_ids: HashMap<String, JobId> = HashMap::with_capacity(total);
+        let mut job_ids: Map<String, JobId> =
+            Map::with_capacity_and_hasher(total, Default::default());
         let mut pending = BTreeSet::new();
         let mut placements: Vec<(JobId, usize, &[proto::TaskPlacement])> = Vec::new();
         // Whether a shape fits the empty cluster, asked once per shape.
         let mut empty = ClusterState::new(Arc::clone(&spec));
-        let mut fits: HashMap<(u32, TaskRequest, Vec<String>), bool> = HashMap::new();
+        let mut fits: Map<(u32, TaskRequest, Vec<String>), bool> = Map::default();
         for i in order {
             let e = &entries[i];
             let id = JobId(jobs.len() as u32);
-            let tenant = *tenant_ids.entry(e.job.tenant.clone()).or_insert_with(|| {
-                tenants.push(e.job.tenant.clone());
-                TenantId(tenants.len() as u32 - 1)
-            });
+            let tenant = match tenant_ids.get(&e.job.tenant) {
+                Some(t) => *t,
+                None => {
+                    let t = TenantId(tenants.len() as u32);
+                    tenants.push(e.job.tenant.clone());
+                    tenant_ids.insert(e.job.tenant.clone(), t);
+                    t
+                }
+            };
             let spec_job = job_spec(e.job, e.path, id, tenant, now)?;
             if job_ids.insert(e.job.id.clone(), id).is_some() {
                 return Err(bad(
@@ -383,6 +395,11 @@ impl World {
     pub fn cluster(&self) -> std::cell::Ref<'_, ClusterState> {
         self.cluster.borrow()
     }
+    /// The cluster state itself, for what-if queries that leave it as they found it
+    /// (`find_job_placement`, `explain`): no copy of a large cluster per query.
+    pub fn cluster_what_if(&self) -> std::cell::RefMut<'_, ClusterState> {
+        self.cluster.borrow_mut()
+    }
     /// The cluster state, for a shield to try a decision on.
     pub fn cluster_clone(&self) -> ClusterState {
         self.cluster.borrow().clone()
@@ -508,7 +525,8 @@ fn build_spec(nodes: &[proto::Node]) -> Result<ClusterSpec, SnapshotError> {
     let mut models: Vec<GpuModel> = Vec::new();
     let mut racks = Interner::default();
     let mut domains = Interner::default();
-    let mut names: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
+    let mut names: Map<&str, usize> =
+        Map::with_capacity_and_hasher(nodes.len(), Default::default());
     let mut specs = Vec::with_capacity(nodes.len());
     for (i, n) in nodes.iter().enumerate() {
         let path = |field: &str| format!("nodes[{i}].{field}");
@@ -643,7 +661,7 @@ fn model_id(models: &mut Vec<GpuModel>, name: &str) -> GpuModelId {
 #[derive(Default)]
 struct Interner {
     names: Vec<String>,
-    ids: HashMap<String, u32>,
+    ids: Map<String, u32>,
 }
 
 impl Interner {
