@@ -58,6 +58,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     }
     cfg.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(cfg.blocking_threads())
         .enable_all()
         .build()
         .context("starting the async runtime")?;

@@ -53,7 +53,8 @@ fn serve_decide_metrics_shutdown_and_replay() {
     std::fs::write(
         &config,
         format!(
-            "model = {:?}\ndeadline_ms = 60000.0\n[routing]\nmode = \"shadow\"\n\
+            "model = {:?}\ndeadline_ms = 60000.0\nmodel_slots = 1\nblocking_threads = 2\n\
+             [routing]\nmode = \"shadow\"\n\
              [grpc]\naddr = \"127.0.0.1:0\"\n[http]\naddr = \"127.0.0.1:0\"\n\
              [decision_log]\npath = {:?}\n",
             root.join("models/default").display().to_string(),

@@ -28,6 +28,14 @@ pub struct ServeConfig {
     /// Model computations at once (0: one per core). A computation past its deadline keeps
     /// its slot until it ends; with every slot busy the model is not asked (`busy`).
     pub model_slots: usize,
+    /// Threads that run decisions off the async runtime (world builds, policies, answers,
+    /// model loads); 0: the model slots plus one per core, so a model computation past its
+    /// deadline never leaves the fallback chain without a thread. Requests beyond wait for a
+    /// thread. More threads than that add no throughput on CPU-bound work, and each thread
+    /// brings its own allocator arena: with tokio's default (up to 512) a 10-minute soak of
+    /// 8 clients held 12 such threads and the service's RSS crept from 87 to 108 MiB; with
+    /// 4 it stayed near 60 MiB at the same throughput (docs/serve.md).
+    pub blocking_threads: usize,
     /// The model's validation bar: served only if its validation average JCT relative to its
     /// best baseline (manifest's validation table) is at most this; else cold start.
     pub max_relative_jct: f64,
@@ -50,6 +58,7 @@ impl Default for ServeConfig {
             deciding: lachesis_agent::Deciding::Batched,
             deadline_ms: 50.0,
             model_slots: 0,
+            blocking_threads: 0,
             max_relative_jct: 1.02,
             inventory_ttl_ms: 60_000,
             routing: RoutingConfig::default(),
@@ -298,6 +307,11 @@ pub enum ConfigError {
     },
 }
 
+/// Cores this process may use (2 when the platform cannot tell).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
 impl ServeConfig {
     /// Reads `path`; relative paths inside it are taken from the file's directory.
     pub fn read(path: &Path) -> Result<ServeConfig, ConfigError> {
@@ -334,9 +348,37 @@ impl ServeConfig {
         Ok(cfg)
     }
 
+    /// Model computations allowed at once: `model_slots`, or one per core for 0.
+    pub fn model_slots(&self) -> usize {
+        match self.model_slots {
+            0 => cores(),
+            n => n,
+        }
+    }
+
+    /// Threads for blocking work: `blocking_threads`, or for 0 the model slots plus one per
+    /// core.
+    pub fn blocking_threads(&self) -> usize {
+        match self.blocking_threads {
+            0 => self.model_slots() + cores(),
+            n => n,
+        }
+    }
+
     /// Checks values serde cannot: ranges, policy names.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |field, message: String| Err(ConfigError::Invalid { field, message });
+        if self.blocking_threads != 0 && self.blocking_threads <= self.model_slots() {
+            return invalid(
+                "blocking_threads",
+                format!(
+                    "{} threads leave none for the fallback chain while {} model \
+                     computations run past their deadline; set more than model_slots, or 0",
+                    self.blocking_threads,
+                    self.model_slots()
+                ),
+            );
+        }
         if !(self.deadline_ms.is_finite() && self.deadline_ms >= 0.0) {
             return invalid(
                 "deadline_ms",
@@ -426,5 +468,37 @@ impl ServeConfig {
             });
         }
         Ok((all, admin))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocking_threads_default_to_model_slots_plus_cores_and_must_exceed_the_slots() {
+        let cores = cores();
+        let cfg = ServeConfig::default();
+        assert_eq!(cfg.model_slots(), cores);
+        assert_eq!(cfg.blocking_threads(), 2 * cores);
+        let cfg = ServeConfig {
+            model_slots: 1,
+            blocking_threads: 2,
+            ..ServeConfig::default()
+        };
+        assert_eq!(cfg.blocking_threads(), 2);
+        assert!(cfg.validate().is_ok());
+        let cfg = ServeConfig {
+            model_slots: 2,
+            blocking_threads: 2,
+            ..ServeConfig::default()
+        };
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("blocking_threads") && e.contains("model_slots"),
+            "{e}"
+        );
+        let parsed: ServeConfig = toml::from_str("blocking_threads = 9\nmodel_slots = 3").unwrap();
+        assert_eq!((parsed.blocking_threads(), parsed.model_slots()), (9, 3));
     }
 }

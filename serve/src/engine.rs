@@ -106,10 +106,7 @@ impl Engine {
         if let ModelState::Failed { path, detail, .. } = &state {
             tracing::warn!(path = %path.display(), %detail, "model not loaded: the fallback chain answers");
         }
-        let slots = match cfg.model_slots {
-            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
-            n => n,
-        };
+        let slots = cfg.model_slots();
         let cfg_inventory_ttl = cfg.inventory_ttl_ms;
         let log = match &cfg.decision_log.path {
             Some(_) => Some(DecisionLog::start(&cfg.decision_log, Arc::clone(&metrics))?),
