@@ -114,11 +114,14 @@ impl Setup {
         Some(setup)
     }
 
+    /// The bridge asks the service with a 10 s timeout: the answers take milliseconds, but CI
+    /// runs these tests beside each other's Slurm daemons on 2 shared cores, and one cycle
+    /// past a 2 s timeout once counted as a service error in a run that was otherwise right.
     fn write_bridge_config(&mut self, extra: &str) {
         std::fs::write(
             &self.bridge_config,
             format!(
-                "interval_ms = 200\nstate_file = \"{}\"\n{extra}\n[service]\naddr = \"{}\"\ntimeout_ms = 2000\n\
+                "interval_ms = 200\nstate_file = \"{}\"\n{extra}\n[service]\naddr = \"{}\"\ntimeout_ms = 10000\n\
                  [slurm]\nconf = \"{}\"\n",
                 self.dir.join("bridge-state.json").display(),
                 self.service_addr,
@@ -356,7 +359,11 @@ fn jobs_run_exactly_where_the_service_chose_within_gpu_capacity() {
         "{logs}"
     );
     assert_eq!(value("lachesis_bridge_refused_total"), 0.0, "{logs}");
-    assert_eq!(value("lachesis_bridge_service_errors_total"), 0.0);
+    assert_eq!(
+        value("lachesis_bridge_service_errors_total"),
+        0.0,
+        "the bridge could not ask the service (its log says why):\n{logs}"
+    );
     assert!(value("lachesis_bridge_cycles_total{result=\"ok\"}") >= 2.0);
     assert!(!metrics.contains("result=\"error\""), "{metrics}");
 }
