@@ -11,6 +11,7 @@ use anyhow::{Context, Result, ensure};
 use lachesis_agent::policy::load_scorer;
 use lachesis_agent::{Deciding, LearnedPolicy, Manifest, Scorer};
 use lachesis_env::policy::Policy;
+use lachesis_serve::proto::Snapshot;
 use lachesis_serve::synthetic;
 use lachesis_serve::world::World;
 use std::path::PathBuf;
@@ -34,10 +35,9 @@ pub struct Args {
     /// pool lends one that has forgotten).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
-    /// Ways of deciding to run, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "stepwise,batched",
-          value_parser = ["stepwise", "batched"])]
-    deciding: Vec<String>,
+    /// Ways of deciding to run, comma-separated: stepwise, batched.
+    #[arg(long, value_delimiter = ',', default_value = "stepwise,batched")]
+    deciding: Vec<Deciding>,
     /// Heuristics to time beside the model, comma-separated (default: the service's
     /// baseline); `--heuristics ''` for none.
     #[arg(
@@ -69,13 +69,6 @@ struct Row {
     placements: usize,
     preemptions: usize,
     decisions: usize,
-}
-
-fn deciding(name: &str) -> Deciding {
-    match name {
-        "batched" => Deciding::Batched,
-        _ => Deciding::Stepwise,
-    }
 }
 
 /// One row of the table: the model deciding one way, or a heuristic.
@@ -151,7 +144,7 @@ pub fn run(args: &Args) -> Result<()> {
     let arms: Vec<Arm> = args
         .deciding
         .iter()
-        .map(|d| Arm::Model(deciding(d)))
+        .map(|d| Arm::Model(*d))
         .chain(
             args.heuristics
                 .iter()
@@ -163,13 +156,18 @@ pub fn run(args: &Args) -> Result<()> {
         arm.policy(&model)?;
     }
     let mut rows: Vec<Row> = arms.iter().map(|_| Row::default()).collect();
-    for seed in args.seed..args.seed + args.snapshots {
-        let snapshot = synthetic::snapshot(args.nodes, args.pending, UTILIZATION, seed);
+    let snapshots: Vec<(u64, Snapshot)> = (args.seed..args.seed + args.snapshots)
+        .map(|seed| {
+            let snapshot = synthetic::snapshot(args.nodes, args.pending, UTILIZATION, seed);
+            (seed, snapshot)
+        })
+        .collect();
+    for (seed, snapshot) in &snapshots {
         for _ in 0..args.repeats {
             // The arms take turns on each snapshot, so machine noise falls on all of them.
             for (arm, row) in arms.iter().zip(&mut rows) {
                 let started = Instant::now();
-                let world = World::build(&snapshot)
+                let world = World::build(snapshot)
                     .map_err(|e| anyhow::anyhow!("synthetic snapshot {seed}: {e}"))?;
                 row.build_ms.push(started.elapsed().as_secs_f64() * 1e3);
                 let mut policy = arm.policy(&model)?;
@@ -189,7 +187,7 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     let engine = if args.engine {
-        Some(engine_row(args)?)
+        Some(engine_row(&snapshots, args.repeats)?)
     } else {
         None
     };
@@ -302,8 +300,9 @@ impl EngineRow {
 }
 
 /// Times the service's heuristic arm (`Engine` with routing `baseline`, no model, no decision
-/// log) on the same synthetic snapshots, from request bytes to answer bytes.
-fn engine_row(args: &Args) -> Result<EngineRow> {
+/// log) on the same synthetic snapshots, `repeats` times each, from request bytes to answer
+/// bytes.
+fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize) -> Result<EngineRow> {
     use lachesis_serve::proto::{DecideRequest, DecideResponse};
     use prost::Message;
     let cfg = lachesis_serve::ServeConfig {
@@ -327,18 +326,13 @@ fn engine_row(args: &Args) -> Result<EngineRow> {
         .enable_all()
         .build()
         .context("starting a tokio runtime")?;
-    for seed in args.seed..args.seed + args.snapshots {
+    for (seed, snapshot) in snapshots {
         let bytes = DecideRequest {
-            snapshot: Some(synthetic::snapshot(
-                args.nodes,
-                args.pending,
-                UTILIZATION,
-                seed,
-            )),
+            snapshot: Some(snapshot.clone()),
             request_id: String::new(),
         }
         .encode_to_vec();
-        for _ in 0..args.repeats {
+        for _ in 0..repeats {
             let started = Instant::now();
             let request =
                 DecideRequest::decode(bytes.as_slice()).context("decoding a synthetic request")?;

@@ -6,6 +6,7 @@
 
 use crate::bench_infer::percentile;
 use anyhow::{Context, Result, bail, ensure};
+use lachesis_agent::Deciding;
 use lachesis_serve::client::{Client, connect};
 use lachesis_serve::proto::{DecideRequest, DecideResponse};
 use lachesis_serve::synthetic;
@@ -67,10 +68,10 @@ pub struct Args {
     /// Model directory served in the model scenarios.
     #[arg(long, default_value = "models/default")]
     model: PathBuf,
-    /// How the model scenarios' service builds a decision (`deciding` in serve.toml); default:
-    /// the service's default.
-    #[arg(long, value_parser = ["stepwise", "batched"])]
-    deciding: Option<String>,
+    /// How the model scenarios' service builds a decision (`deciding` in serve.toml:
+    /// stepwise, batched); default: the service's default.
+    #[arg(long)]
+    deciding: Option<Deciding>,
     /// Seed of the first synthetic snapshot (eight seeds from it are rotated).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -91,7 +92,7 @@ struct Scenario {
     /// Model directory (absolute); `None`: heuristics only, routing `baseline`.
     model: Option<PathBuf>,
     /// The service's `deciding`, when given.
-    deciding: Option<String>,
+    deciding: Option<Deciding>,
     load: Load,
 }
 
@@ -138,7 +139,7 @@ impl Scenario {
         cfg.insert("model".into(), model.into());
         cfg.insert("deadline_ms".into(), deadline_ms.into());
         if let (Some(_), Some(d)) = (&self.model, &self.deciding) {
-            cfg.insert("deciding".into(), d.clone().into());
+            cfg.insert("deciding".into(), d.as_str().into());
         }
         cfg.insert("routing".into(), routing.into());
         cfg.insert("grpc".into(), grpc.into());
@@ -782,7 +783,7 @@ fn chosen(args: &Args) -> Result<Vec<Scenario>> {
             nodes,
             pending,
             model,
-            deciding: args.deciding.clone(),
+            deciding: args.deciding,
             load,
         })
         .collect())

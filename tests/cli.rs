@@ -376,15 +376,16 @@ fn bad_window_and_load_are_rejected() {
 #[test]
 fn compare_split_takes_the_card_spelling_and_two_words() {
     let out = TempDir::new("compare-split");
+    let head = [
+        "compare",
+        "--trace",
+        ITP,
+        "--cluster",
+        "4x8:V100",
+        "--split",
+    ];
     for split in [&["0.7,0.15"][..], &["0.7", "0.15"][..]] {
-        let mut args = vec![
-            "compare",
-            "--trace",
-            ITP,
-            "--cluster",
-            "4x8:V100",
-            "--split",
-        ];
+        let mut args = head.to_vec();
         args.extend_from_slice(split);
         args.extend_from_slice(&[
             "--part",
@@ -406,19 +407,9 @@ fn compare_split_takes_the_card_spelling_and_two_words() {
         let text = std::fs::read_to_string(out.path().join("comparison.json")).unwrap();
         assert!(text.contains("validation part of split 0.7,0.15"), "{text}");
     }
-    let err = fails(&[
-        "compare",
-        "--trace",
-        ITP,
-        "--cluster",
-        "4x8:V100",
-        "--split",
-        "0.7",
-        "--part",
-        "validation",
-        "--out",
-        out.str(),
-    ]);
+    let mut args = head.to_vec();
+    args.extend_from_slice(&["0.7", "--part", "validation", "--out", out.str()]);
+    let err = fails(&args);
     assert_mentions(&err, &["--split", "two fractions"]);
 }
 

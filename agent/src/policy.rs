@@ -39,6 +39,9 @@ pub enum Deciding {
 }
 
 impl Deciding {
+    /// Every way of deciding.
+    pub const ALL: [Deciding; 2] = [Deciding::Stepwise, Deciding::Batched];
+
     /// The registry prefix: `rl:PATH` decides stepwise, `rl-batched:PATH` batched.
     pub fn prefix(self) -> &'static str {
         match self {
@@ -58,9 +61,21 @@ impl Deciding {
     /// Splits a registry name into how it decides and its model directory.
     pub fn parse(name: &str) -> Option<(Deciding, &str)> {
         let name = name.trim();
-        [Deciding::Stepwise, Deciding::Batched]
+        Deciding::ALL
             .into_iter()
             .find_map(|d| name.strip_prefix(d.prefix()).map(|path| (d, path)))
+    }
+}
+
+impl std::str::FromStr for Deciding {
+    type Err = String;
+
+    /// `stepwise` or `batched` (`as_str`'s names), as command lines take them.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Deciding::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s.trim())
+            .ok_or_else(|| format!("{s:?} is not a way of deciding (stepwise or batched)"))
     }
 }
 
@@ -321,7 +336,6 @@ impl Policy for LearnedPolicy {
                         {
                             continue;
                         }
-                        let stale = c.placement.tasks.iter().any(|t| touched.contains(&t.node));
                         let fresh;
                         let chosen = if touched.is_empty() {
                             c
@@ -337,7 +351,7 @@ impl Policy for LearnedPolicy {
                                 ..c.clone()
                             };
                             &fresh
-                        } else if stale {
+                        } else if c.placement.tasks.iter().any(|t| touched.contains(&t.node)) {
                             continue;
                         } else {
                             c
@@ -387,5 +401,9 @@ mod tests {
             Some((Deciding::Batched, "m"))
         );
         assert_eq!(Deciding::parse("fifo/best-fit"), None);
+        for d in Deciding::ALL {
+            assert_eq!(d.as_str().parse(), Ok(d));
+        }
+        assert!("greedy".parse::<Deciding>().is_err());
     }
 }

@@ -34,7 +34,7 @@ pub struct ServeConfig {
     /// thread. More threads than that add no throughput on CPU-bound work, and each thread
     /// brings its own allocator arena: with tokio's default (up to 512) a 10-minute soak of
     /// 8 clients held 12 such threads and the service's RSS crept from 87 to 108 MiB; with
-    /// 4 it stayed near 60 MiB at the same throughput (docs/serve.md).
+    /// 4 it stayed between 58 and 64 MiB (docs/serve.md has the runs).
     pub blocking_threads: usize,
     /// The model's validation bar: served only if its validation average JCT relative to its
     /// best baseline (manifest's validation table) is at most this; else cold start.
