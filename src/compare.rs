@@ -92,6 +92,18 @@ const METRICS: &[Metric] = &[
         get: |s| s.avg_jct_s,
     },
     Metric {
+        key: "min_avg_jct_s",
+        label: "avg JCT lower bound (s)",
+        better: Better::Lower,
+        get: |s| s.min_avg_jct_s,
+    },
+    Metric {
+        key: "reducible_jct_pct",
+        label: "reducible avg JCT (%)",
+        better: Better::Lower,
+        get: reducible_jct_pct,
+    },
+    Metric {
         key: "p50_jct_s",
         label: "median JCT (s)",
         better: Better::Lower,
@@ -158,6 +170,16 @@ const METRICS: &[Metric] = &[
         get: |s| s.preemption_waste_gpu_h,
     },
 ];
+
+/// The share of a run's average JCT above its lower bound, in percent: the most that any
+/// scheduler, even one knowing every true duration, could still cut from it on those jobs.
+fn reducible_jct_pct(s: &Summary) -> f64 {
+    if s.avg_jct_s > 0.0 {
+        100.0 * (s.avg_jct_s - s.min_avg_jct_s).max(0.0) / s.avg_jct_s
+    } else {
+        0.0
+    }
+}
 
 /// One unit: a window at a load with a seed; every policy runs on it.
 #[derive(Debug, Clone, Serialize)]

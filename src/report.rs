@@ -68,17 +68,18 @@ pub fn write<U: serde::Serialize>(
 
 fn runs_csv(runs: &[RunView<'_>]) -> String {
     let mut s = String::from(
-        "policy,unit,avg_jct_s,p50_jct_s,p95_jct_s,p99_jct_s,avg_wait_s,avg_bsld,makespan_s,\
+        "policy,unit,avg_jct_s,min_avg_jct_s,p50_jct_s,p95_jct_s,p99_jct_s,avg_wait_s,avg_bsld,makespan_s,\
          gpu_alloc_rate,frag_gpu_rate,energy_kwh,jain_fairness,preemption_waste_gpu_h,jobs,finished\n",
     );
     for r in runs {
         let m = r.summary;
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.policy,
             r.unit,
             m.avg_jct_s,
+            m.min_avg_jct_s,
             m.p50_jct_s,
             m.p95_jct_s,
             m.p99_jct_s,
@@ -166,6 +167,7 @@ fn markdown(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)])
         }
         s.push('\n');
     }
+    s.push_str(HEADROOM);
     s.push_str("\n## Plots\n\n");
     for (name, _) in plots {
         let _ = writeln!(s, "![{name}]({name})\n");
@@ -173,6 +175,14 @@ fn markdown(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)])
     s.push_str("Per-run numbers: `runs.csv`; everything above as JSON: `comparison.json`.\n");
     s
 }
+
+/// What the two bound rows mean (both formats).
+const HEADROOM: &str = "\nThe avg JCT lower bound of a run is the average, over the jobs its avg JCT \
+     covers, of each job's true run time alone (started at submit on the fastest GPUs, never \
+     preempted): no scheduler can go below it, not even one that knows every duration. \
+     Reducible avg JCT is the share of a run's avg JCT above that bound: the most any policy \
+     could still win there. A policy cannot beat another by more than the other's reducible \
+     share.\n";
 
 fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> String {
     let esc = |t: &str| {
@@ -207,6 +217,7 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
         s.push_str("</tr>");
     }
     s.push_str("</table>");
+    let _ = write!(s, "<p>{}</p>", esc(HEADROOM.trim()));
     for (_, svg) in plots {
         let _ = write!(s, "<div>{svg}</div>");
     }

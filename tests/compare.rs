@@ -108,6 +108,46 @@ fn comparison_matches_the_golden_file() {
     // One row per policy and unit (3 policies x 2 windows x 1 load x 1 seed) plus the header.
     let csv = fs::read_to_string(out.join("runs.csv")).expect("runs.csv readable");
     assert_eq!(csv.lines().count(), 1 + 3 * 2);
+
+    // The bound: the same for every policy (every job finished), below each one's average,
+    // and the reducible share is what lies between.
+    let metric = |key: &str| -> Vec<f64> {
+        actual["metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .find(|m| m["key"] == key)
+            .unwrap_or_else(|| panic!("comparison.json has no metric {key}"))["policies"]
+            .as_array()
+            .expect("policies")
+            .iter()
+            .map(|p| p["mean"].as_f64().expect("a mean"))
+            .collect()
+    };
+    let (avg, bound, reducible) = (
+        metric("avg_jct_s"),
+        metric("min_avg_jct_s"),
+        metric("reducible_jct_pct"),
+    );
+    assert!(
+        bound[0] > 0.0 && bound.iter().all(|b| (b - bound[0]).abs() < 1e-9),
+        "{bound:?}"
+    );
+    for i in 0..avg.len() {
+        assert!(
+            avg[i] > bound[i],
+            "avg JCT {} not above its bound {}",
+            avg[i],
+            bound[i]
+        );
+        assert!(reducible[i] > 0.0 && reducible[i] < 100.0, "{reducible:?}");
+    }
+    // FIFO queues the most here, so the most of its average could still be won.
+    assert!(reducible[0] > reducible[1], "{reducible:?}");
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md readable");
+    assert!(md.contains("| avg JCT lower bound (s) ↓ |"), "{md}");
+    assert!(md.contains("no scheduler can go below it"), "{md}");
+    assert!(html.contains("no scheduler can go below it"));
 }
 
 #[test]

@@ -79,6 +79,12 @@ pub struct Summary {
     /// Jobs that could never fit the cluster, skipped on request.
     pub skipped_unplaceable: u64,
     pub avg_jct_s: f64,
+    /// The least average JCT any policy could give the same finished jobs: each one's true
+    /// run time alone, from its submit, at the fastest GPU speed of the cluster (no wait, no
+    /// preemption, no spread). `avg_jct_s` is never below it; how far above it is all that a
+    /// better scheduler could still win. 0 in summaries written before it existed.
+    #[serde(default)]
+    pub min_avg_jct_s: f64,
     pub p50_jct_s: f64,
     pub p95_jct_s: f64,
     pub p99_jct_s: f64,

@@ -42,6 +42,9 @@ fn fifo_blocks_and_metrics_add_up() {
     assert_eq!((s.jobs, s.finished), (2, 2));
     // JCT A = 100, B = 150 - 10 = 140; mean 120. Wait A = 0, B = 90; mean 45.
     assert_eq!(s.avg_jct_s, 120.0);
+    // Alone, A would take 100 s and B 50 s: no policy averages below 75 s; 37.5% of FIFO's
+    // 120 s is B's wait.
+    assert_eq!(s.min_avg_jct_s, 75.0);
     assert_eq!(s.avg_wait_s, 45.0);
     // bsld A = 1; B = 140 / 50 = 2.8; mean 1.9.
     assert!((s.avg_bsld - 1.9).abs() < 1e-12);
@@ -67,16 +70,24 @@ fn gpu_speed_scales_run_time() {
         &SimConfig::default(),
     );
     assert_eq!(r.summary.avg_jct_s, 50.0);
+    assert_eq!(r.summary.min_avg_jct_s, 50.0);
     let off = SimConfig {
         gpu_speed: false,
         ..SimConfig::default()
     };
-    assert_eq!(
-        run(&t, uniform(1, 8, "A100", 1000, 1000), "fifo/best-fit", &off)
-            .summary
-            .avg_jct_s,
-        110.0
-    );
+    let slow = run(&t, uniform(1, 8, "A100", 1000, 1000), "fifo/best-fit", &off).summary;
+    assert_eq!((slow.avg_jct_s, slow.min_avg_jct_s), (110.0, 110.0));
+}
+
+#[test]
+fn the_jct_bound_assumes_the_fastest_gpus() {
+    // A V100 node (speed 1) and an A100 node (2.2). First-fit puts A on the V100, where its
+    // 110 s of work take 110 s; alone on the A100 it would have taken 50 s, the bound.
+    let spec = crate::cluster::load_cluster("1x8:V100+1x8:A100").unwrap();
+    assert_eq!(spec.node_model(NodeId(0)).unwrap().name, "V100");
+    let t = trace(vec![(job("A", 0, TaskRequest::whole(1, 0, 0)), 110)]);
+    let s = run(&t, spec, "fifo/first-fit", &SimConfig::default()).summary;
+    assert_eq!((s.avg_jct_s, s.min_avg_jct_s), (110.0, 50.0));
 }
 
 #[test]
@@ -465,6 +476,12 @@ mod props {
             };
             // Every admitted job finishes exactly once, after it started.
             prop_assert_eq!(r.summary.finished, r.summary.jobs);
+            // No policy beats the bound, and a lone job meets it.
+            prop_assert!(r.summary.min_avg_jct_s > 0.0 || r.summary.finished == 0);
+            prop_assert!(
+                r.summary.avg_jct_s + 1e-6 >= r.summary.min_avg_jct_s,
+                "avg JCT {} below its bound {}", r.summary.avg_jct_s, r.summary.min_avg_jct_s
+            );
             prop_assert_eq!(r.jobs.len() as u64 + r.summary.skipped_unplaceable, t.len() as u64);
             for j in &r.jobs {
                 let (start, end) = (j.first_start.unwrap(), j.finish.unwrap());
