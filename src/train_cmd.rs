@@ -118,10 +118,11 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     if args.no_card {
-        write_card(args, &cfg, &manifest, &[])?;
+        write_card(args, &cfg, &manifest, &[], &[])?;
         return Ok(());
     }
     let mut sections = Vec::new();
+    let mut headroom = Vec::new();
     for d in &cfg.data {
         let name = Path::new(&d.trace)
             .file_stem()
@@ -169,11 +170,73 @@ pub fn run(args: &Args) -> Result<()> {
         );
         let report = std::fs::read_to_string(out.join("report.md"))
             .with_context(|| format!("reading {}", out.join("report.md").display()))?;
+        headroom.push(Headroom::read(&d.trace, &out.join("comparison.json"))?);
         sections.push((d.trace.clone(), command, report));
     }
-    write_card(args, &cfg, &manifest, &sections)?;
+    write_card(args, &cfg, &manifest, &headroom, &sections)?;
     outln!("model card: {}", args.out.join(CARD_FILE).display());
     Ok(())
+}
+
+/// One trace's line of the card's summary, read back from its `comparison.json` (the model
+/// is that comparison's baseline, first among its policies).
+#[derive(Debug, Clone, PartialEq)]
+struct Headroom {
+    trace: String,
+    cluster: String,
+    /// The baseline with the lowest mean average JCT, and that mean.
+    best: String,
+    best_jct_s: f64,
+    model_jct_s: f64,
+    /// The best heuristic minus the model, per unit: mean and 95% interval.
+    diff: (f64, f64, f64),
+    /// The mean lower bound of the average JCT, and the best heuristic's reducible share (%).
+    bound_s: f64,
+    best_reducible_pct: f64,
+}
+
+impl Headroom {
+    fn read(trace: &str, path: &Path) -> Result<Headroom> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        let metric = |key: &str| -> Result<&Vec<serde_json::Value>> {
+            json["metrics"]
+                .as_array()
+                .and_then(|ms| ms.iter().find(|m| m["key"] == key))
+                .and_then(|m| m["policies"].as_array())
+                .with_context(|| format!("{}: no metric `{key}`", path.display()))
+        };
+        let mean = |row: &serde_json::Value| row["mean"].as_f64().unwrap_or(f64::NAN);
+        let jct = metric("avg_jct_s")?;
+        let (model, heuristics) = jct
+            .split_first()
+            .with_context(|| format!("{}: no policies", path.display()))?;
+        let (best_idx, best) = heuristics
+            .iter()
+            .enumerate()
+            .min_by(|a, b| mean(a.1).total_cmp(&mean(b.1)))
+            .with_context(|| format!("{}: no baseline beside the model", path.display()))?;
+        let paired = &best["vs_baseline"];
+        let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+        Ok(Headroom {
+            trace: trace.to_string(),
+            cluster: json["setup"]["cluster"].as_str().unwrap_or("?").to_string(),
+            best: best["policy"].as_str().unwrap_or("?").to_string(),
+            best_jct_s: mean(best),
+            model_jct_s: mean(model),
+            diff: (
+                num(&paired["mean_diff"]),
+                num(&paired["ci_low"]),
+                num(&paired["ci_high"]),
+            ),
+            bound_s: metric("min_avg_jct_s")?.first().map_or(f64::NAN, mean),
+            best_reducible_pct: metric("reducible_jct_pct")?
+                .get(best_idx + 1)
+                .map_or(f64::NAN, mean),
+        })
+    }
 }
 
 /// Writes OUT/MODEL_CARD.md: what the model is, how it was trained, and the comparison
@@ -182,6 +245,7 @@ fn write_card(
     args: &Args,
     cfg: &TrainConfig,
     manifest: &Manifest,
+    headroom: &[Headroom],
     sections: &[(String, String, String)],
 ) -> Result<()> {
     let t = &manifest.training;
@@ -282,6 +346,46 @@ fn write_card(
             r.policy, r.avg_jct_s, r.p99_jct_s, r.gpu_alloc, r.frag, r.unfinished
         )?;
     }
+    if !headroom.is_empty() {
+        writeln!(
+            s,
+            "\n## Summary: the model against the best heuristic, and the most any policy could win\n"
+        )?;
+        writeln!(
+            s,
+            "From the comparisons below (validation windows, mean over units). The lower bound is \
+             the average of each job's run time alone: no policy, not even one knowing every \
+             duration, averages below it, so no policy can beat the best heuristic by more than \
+             that heuristic's reducible share.\n"
+        )?;
+        writeln!(
+            s,
+            "| trace | cluster | best heuristic | its avg JCT (s) | model (s) | heuristic - model (s), 95% CI | lower bound (s) | most any policy could win |"
+        )?;
+        writeln!(s, "|---|---|---|---|---|---|---|---|")?;
+        for h in headroom {
+            writeln!(
+                s,
+                "| `{}` | `{}` | `{}` | {:.0} | {:.0} | {:+.1} [{:.1}, {:.1}] | {:.0} | {}% |",
+                h.trace,
+                h.cluster,
+                h.best,
+                h.best_jct_s,
+                h.model_jct_s,
+                h.diff.0,
+                h.diff.1,
+                h.diff.2,
+                h.bound_s,
+                // Two significant digits below 1%, so a share of 0.0035% does not print as 0.
+                if h.best_reducible_pct >= 1.0 || h.best_reducible_pct == 0.0 {
+                    format!("{:.1}", h.best_reducible_pct)
+                } else {
+                    let digits = (1.0 - h.best_reducible_pct.log10().floor()).clamp(1.0, 8.0);
+                    format!("{:.*}", digits as usize, h.best_reducible_pct)
+                }
+            )?;
+        }
+    }
     if !sections.is_empty() {
         writeln!(
             s,
@@ -380,5 +484,56 @@ impl Bar {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_takes_the_best_heuristic_and_its_reducible_share() {
+        let dir = std::env::temp_dir().join(format!("lachesis-headroom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("comparison.json");
+        let paired =
+            |d: f64| serde_json::json!({"mean_diff": d, "ci_low": d - 1.0, "ci_high": d + 1.0});
+        let json = serde_json::json!({
+            "setup": {"cluster": "16x8:V100"},
+            "metrics": [
+                {"key": "avg_jct_s", "policies": [
+                    {"policy": "rl:m", "mean": 100.0, "vs_baseline": null},
+                    {"policy": "fifo/best-fit", "mean": 130.0, "vs_baseline": paired(30.0)},
+                    {"policy": "tiresias/best-fit/las-preempt", "mean": 98.0, "vs_baseline": paired(-2.0)},
+                ]},
+                {"key": "min_avg_jct_s", "policies": [
+                    {"policy": "rl:m", "mean": 90.0}, {"policy": "fifo/best-fit", "mean": 90.0},
+                    {"policy": "tiresias/best-fit/las-preempt", "mean": 90.0},
+                ]},
+                {"key": "reducible_jct_pct", "policies": [
+                    {"policy": "rl:m", "mean": 10.0}, {"policy": "fifo/best-fit", "mean": 30.8},
+                    {"policy": "tiresias/best-fit/las-preempt", "mean": 8.2},
+                ]},
+            ],
+        });
+        std::fs::write(&path, json.to_string()).unwrap();
+        let h = Headroom::read("t.csv", &path).unwrap();
+        assert_eq!(h.best, "tiresias/best-fit/las-preempt");
+        assert_eq!(
+            (h.best_jct_s, h.model_jct_s, h.bound_s),
+            (98.0, 100.0, 90.0)
+        );
+        assert_eq!(h.diff, (-2.0, -3.0, -1.0));
+        assert_eq!(h.best_reducible_pct, 8.2);
+        assert_eq!(h.cluster, "16x8:V100");
+        // A file without the bound names what is missing.
+        std::fs::write(
+            &path,
+            r#"{"metrics": [{"key": "avg_jct_s", "policies": []}]}"#,
+        )
+        .unwrap();
+        let err = format!("{:#}", Headroom::read("t.csv", &path).unwrap_err());
+        assert!(err.contains("no policies"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

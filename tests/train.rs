@@ -113,6 +113,10 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
         "| avg JCT (s) ↓ |",
         "| unfinished jobs |",
         "`tiresias/best-fit/las-preempt`",
+        // The summary: the best heuristic, the model, the bound.
+        "| most any policy could win |",
+        "| `traces/itp/cluster10.csv` | `",
+        "| avg JCT lower bound (s) ↓ |",
         // How the figures relate to what the service runs.
         "`lachesis serve` decides `batched` by default",
     ] {
