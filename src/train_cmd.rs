@@ -290,8 +290,15 @@ fn write_card(
         s,
         "- warm start: {}",
         t.teacher.as_ref().map_or("none".to_string(), |x| format!(
-            "behaviour cloning from `{x}` ({} decisions, {} epochs)",
-            cfg.bc.samples, cfg.bc.epochs
+            "behaviour cloning from `{x}` ({} decisions, {} epochs){}",
+            cfg.bc.samples,
+            cfg.bc.epochs,
+            if lachesis_agent::train::is_oracle(x) {
+                "; a privileged teacher: it read the training windows' true durations, which \
+                 reached the model only as its choices (the model's features hold none)"
+            } else {
+                ""
+            }
         ))
     )?;
     writeln!(

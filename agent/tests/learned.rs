@@ -343,3 +343,71 @@ baselines = ["fifo/best-fit"]
     let e = train(&other, &datasets, &out, &resume, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("state.json"), "{e}");
 }
+
+/// Behaviour cloning from an oracle (a privileged teacher): each episode's teacher reads that
+/// window's true durations, across windows of different jobs; the config check accepts it, and
+/// the model it trains is an ordinary policy (its features hold no duration).
+#[test]
+fn an_oracle_teacher_reads_each_windows_durations() {
+    assert!(lachesis_agent::train::is_oracle(
+        "srtf-oracle/best-fit/las-preempt"
+    ));
+    assert!(!lachesis_agent::train::is_oracle(
+        "tiresias/best-fit/las-preempt"
+    ));
+    let spec = cluster();
+    let datasets = [Dataset {
+        name: "synthetic".into(),
+        trace: synthetic_trace(900, &spec, 1.2, 5),
+        cluster: spec,
+    }];
+    // 30-job windows and 1,200 samples: dozens of episodes, so teachers are rebuilt on new
+    // windows many times (a teacher left with another window's durations would index past
+    // them or order by the wrong ones).
+    let cfg = TrainConfig::parse(
+        r#"
+seed = 3
+threads = 1
+[windows]
+jobs = 30
+pool = 6
+loads = [1.2]
+[env.sim]
+skip_unplaceable = true
+record_timeline = false
+[bc]
+teacher = "sjf-oracle/best-fit"
+samples = 1200
+epochs = 2
+minibatch = 64
+[ppo]
+total_steps = 64
+num_envs = 2
+num_steps = 32
+[eval]
+every = 1
+windows = 1
+loads = [1.2]
+baselines = ["fifo/best-fit"]
+"#,
+        &[],
+    )
+    .unwrap();
+    let out = scratch("oracle-teacher");
+    let manifest = train(&cfg, &datasets, &out, &RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(
+        manifest.training.teacher.as_deref(),
+        Some("sjf-oracle/best-fit")
+    );
+    // The teacher's choices were candidates of the environment nearly always.
+    let events: Vec<_> = std::fs::read_dir(out.join("tb"))
+        .unwrap()
+        .flat_map(|e| lachesis_agent::read_events(&e.unwrap().path()).unwrap())
+        .collect();
+    let exact = events
+        .iter()
+        .find(|e| e.tag == "bc/teacher_exact_fraction")
+        .expect("bc/teacher_exact_fraction logged");
+    assert!(exact.value > 0.9, "teacher exact fraction {}", exact.value);
+    LearnedPolicy::load(&out, "rl").unwrap();
+}

@@ -260,6 +260,12 @@ impl Trace {
     pub fn true_duration(&self, id: JobId) -> SimTime {
         self.durations[id.index()]
     }
+
+    /// Every job's true run time at speed 1, by job id: for the simulator, statistics and
+    /// the explicitly labelled oracle policies (`PolicyOptions::oracle_durations`) only.
+    pub fn true_durations(&self) -> &[SimTime] {
+        &self.durations
+    }
     /// Tenant names, indexed by `TenantId`.
     pub fn tenants(&self) -> &[String] {
         &self.tenants

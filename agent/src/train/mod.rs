@@ -161,6 +161,27 @@ pub struct RunOptions {
     pub git_revision: String,
 }
 
+/// Whether the policy `name` has an oracle part, one that reads true durations.
+pub fn is_oracle(name: &str) -> bool {
+    name.split('/').any(|part| part.trim().ends_with("-oracle"))
+}
+
+/// The behaviour-cloning teacher for an episode over `trace`. An oracle teacher (e.g.
+/// `srtf-oracle/best-fit/las-preempt`) is built with that window's true durations: a
+/// privileged teacher, legitimate in training because the history's durations are known once
+/// its jobs have finished. Only its choices reach the model, as labels; the model's features
+/// never hold a duration, so the trained policy decides on what a scheduler knows.
+pub(crate) fn build_teacher(
+    name: &str,
+    trace: &lachesis_env::job::Trace,
+) -> Result<Box<dyn lachesis_env::policy::Policy>, lachesis_env::policy::PolicyError> {
+    let options = lachesis_env::policy::PolicyOptions {
+        oracle_durations: is_oracle(name).then(|| trace.true_durations().into()),
+        ..lachesis_env::policy::PolicyOptions::default()
+    };
+    lachesis_env::policy::build_policy_with(name, &options)
+}
+
 /// Trains per `cfg` on `datasets` and writes the model directory `out`; returns its manifest.
 pub fn train(
     cfg: &TrainConfig,
@@ -171,7 +192,9 @@ pub fn train(
 ) -> Result<Manifest, TrainError> {
     cfg.validate().map_err(TrainError::Config)?;
     if !cfg.bc.teacher.is_empty() {
-        lachesis_env::policy::build_policy(&cfg.bc.teacher, 0)
+        let empty = lachesis_env::job::Trace::new("check", Vec::new(), Vec::new(), Vec::new())
+            .map_err(|e| TrainError::Config(format!("bc.teacher: {e}")))?;
+        build_teacher(&cfg.bc.teacher, &empty)
             .map_err(|e| TrainError::Config(format!("bc.teacher: {e}")))?;
     }
     for b in &cfg.eval.baselines {

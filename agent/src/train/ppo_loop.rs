@@ -15,7 +15,7 @@ use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use lachesis_env::gym::{EnvConfig, MAX_CANDIDATES, Observation, VecEnv};
-use lachesis_env::policy::{Policy, build_policy};
+use lachesis_env::policy::Policy;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -249,10 +249,15 @@ impl<'p> Run<'p> {
         let teacher_name = &cfg.bc.teacher;
         let mut envs = self.envs(cfg.seed ^ 0xbc)?;
         let total_envs: usize = envs.iter().map(VecEnv::len).sum();
-        let build =
-            || build_policy(teacher_name, 0).map_err(|e| TrainError::Config(format!("bc: {e}")));
-        let mut teachers: Vec<Box<dyn Policy>> =
-            (0..total_envs).map(|_| build()).collect::<Result<_, _>>()?;
+        let build = |trace: &lachesis_env::job::Trace| {
+            super::build_teacher(teacher_name, trace)
+                .map_err(|e| TrainError::Config(format!("bc: {e}")))
+        };
+        let mut teachers: Vec<Box<dyn Policy>> = envs
+            .iter()
+            .flat_map(|v| (0..v.len()).map(move |i| v.env(i).trace()))
+            .map(build)
+            .collect::<Result<_, _>>()?;
         let mut obs: Vec<Observation> = Vec::new();
         for v in &mut envs {
             obs.extend(v.reset().map_err(|e| TrainError::Env(e.to_string()))?);
@@ -290,7 +295,9 @@ impl<'p> Run<'p> {
                     let r = self.reward(g, step.rewards[i], done);
                     per_env[g].push((samples.len() - 1, r, step.terminated[i], step.truncated[i]));
                     if done {
-                        teachers[g] = build()?;
+                        // The environment moved on to a new window (an oracle teacher reads
+                        // that window's durations).
+                        teachers[g] = build(v.env(i).trace())?;
                     }
                 }
                 offset += n;

@@ -217,6 +217,11 @@ impl<'t> SchedEnv<'t> {
         &self.cfg
     }
 
+    /// The trace (window) this environment replays.
+    pub fn trace(&self) -> &'t Trace {
+        self.trace
+    }
+
     /// Starts an episode with `seed` (the simulation's seed).
     pub fn reset(&mut self, seed: u64) -> Result<(Observation, Info), EnvError> {
         let mut sim_cfg = self.cfg.sim.clone();
