@@ -208,33 +208,43 @@ impl Headroom {
                 .and_then(|m| m["policies"].as_array())
                 .with_context(|| format!("{}: no metric `{key}`", path.display()))
         };
-        let mean = |row: &serde_json::Value| row["mean"].as_f64().unwrap_or(f64::NAN);
+        let number = |v: &serde_json::Value, what: &str| -> Result<f64> {
+            v.as_f64()
+                .with_context(|| format!("{}: {what} is not a number", path.display()))
+        };
+        let mean = |row: &serde_json::Value| number(&row["mean"], "a policy's mean");
         let jct = metric("avg_jct_s")?;
         let (model, heuristics) = jct
             .split_first()
             .with_context(|| format!("{}: no policies", path.display()))?;
-        let (best_idx, best) = heuristics
+        let means: Vec<f64> = heuristics.iter().map(mean).collect::<Result<_>>()?;
+        let (best_idx, best_jct_s) = means
             .iter()
+            .copied()
             .enumerate()
-            .min_by(|a, b| mean(a.1).total_cmp(&mean(b.1)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
             .with_context(|| format!("{}: no baseline beside the model", path.display()))?;
+        let best = &heuristics[best_idx];
         let paired = &best["vs_baseline"];
-        let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+        let policy_row = |key: &str, i: usize| -> Result<f64> {
+            let row = metric(key)?
+                .get(i)
+                .with_context(|| format!("{}: `{key}` lacks policy {i}", path.display()))?;
+            mean(row)
+        };
         Ok(Headroom {
             trace: trace.to_string(),
             cluster: json["setup"]["cluster"].as_str().unwrap_or("?").to_string(),
             best: best["policy"].as_str().unwrap_or("?").to_string(),
-            best_jct_s: mean(best),
-            model_jct_s: mean(model),
+            best_jct_s,
+            model_jct_s: mean(model)?,
             diff: (
-                num(&paired["mean_diff"]),
-                num(&paired["ci_low"]),
-                num(&paired["ci_high"]),
+                number(&paired["mean_diff"], "the paired difference")?,
+                number(&paired["ci_low"], "the interval's low end")?,
+                number(&paired["ci_high"], "the interval's high end")?,
             ),
-            bound_s: metric("min_avg_jct_s")?.first().map_or(f64::NAN, mean),
-            best_reducible_pct: metric("reducible_jct_pct")?
-                .get(best_idx + 1)
-                .map_or(f64::NAN, mean),
+            bound_s: policy_row("min_avg_jct_s", 0)?,
+            best_reducible_pct: policy_row("reducible_jct_pct", best_idx + 1)?,
         })
     }
 }
