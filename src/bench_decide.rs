@@ -329,7 +329,7 @@ fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize) -> Result<EngineRow
     for (seed, snapshot) in snapshots {
         let bytes = DecideRequest {
             snapshot: Some(snapshot.clone()),
-            request_id: String::new(),
+            ..Default::default()
         }
         .encode_to_vec();
         for _ in 0..repeats {

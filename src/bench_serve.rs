@@ -157,7 +157,7 @@ impl Scenario {
                     UTILIZATION,
                     s,
                 )),
-                request_id: String::new(),
+                ..Default::default()
             })
             .collect()
     }

@@ -140,7 +140,7 @@ pub async fn decide_file(
         .decide(with_token(
             proto::DecideRequest {
                 snapshot: Some(snapshot),
-                request_id: String::new(),
+                ..Default::default()
             },
             token,
         )?)

@@ -41,6 +41,14 @@ pub struct ServeConfig {
     pub max_relative_jct: f64,
     /// How long a node agent's report (`ReportNodes`) is trusted, ms.
     pub inventory_ttl_ms: u64,
+    /// Sessions kept at once (`DecideRequest.session`: the service keeps each caller's cluster
+    /// so later requests send only a delta). A new session beyond evicts the least recently
+    /// used idle one; with every one busy it is refused (`RESOURCE_EXHAUSTED`). 0: sessions
+    /// are refused.
+    pub max_sessions: usize,
+    /// A session unused this long, seconds, is dropped (its caller then gets
+    /// `FAILED_PRECONDITION` and sends a full snapshot).
+    pub session_ttl_s: u64,
     pub routing: RoutingConfig,
     pub grpc: GrpcConfig,
     pub http: HttpConfig,
@@ -61,6 +69,8 @@ impl Default for ServeConfig {
             blocking_threads: 0,
             max_relative_jct: 1.02,
             inventory_ttl_ms: 60_000,
+            max_sessions: 64,
+            session_ttl_s: 600,
             routing: RoutingConfig::default(),
             grpc: GrpcConfig::default(),
             http: HttpConfig::default(),

@@ -12,8 +12,9 @@ use crate::metrics::Metrics;
 use crate::model::{FallbackReason, Fnv, LoadedModel, ModelState};
 use crate::proto;
 use crate::reasons::pending_reasons;
+use crate::session::{Session, Sessions};
 use crate::shield;
-use crate::world::{SnapshotError, World};
+use crate::world::{DeltaError, SnapshotError, World};
 use lachesis_env::policy::{Decision, Policy, PolicyError, build_policy};
 use lachesis_env::units::JobId;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,10 +34,15 @@ struct Answer {
     fallbacks: Vec<proto::Fallback>,
 }
 
-/// What the model arm's blocking task returns.
-enum ModelRun {
-    Invalid(SnapshotError),
-    Done(Box<World>, Result<Decision, (FallbackReason, String)>),
+/// What the chain decides on when the model's task keeps the world past its deadline.
+enum Spare {
+    /// The request's snapshot, built again.
+    Rebuild(Arc<proto::Snapshot>),
+    /// A copy made before the model ran (a session's delta has no snapshot to rebuild).
+    Copy(Box<World>),
+    /// Nothing: that request fails (`UNAVAILABLE`); shadow mode's model arm, whose answer is
+    /// only compared.
+    None,
 }
 
 /// The model arm's failure: a reason to fall back, and the world if it survived.
@@ -58,6 +64,7 @@ pub struct Engine {
     /// it really ends, even past its deadline.
     model_slots: Arc<tokio::sync::Semaphore>,
     inventory: NodeInventory,
+    sessions: Sessions,
 }
 
 impl std::fmt::Debug for Engine {
@@ -108,6 +115,7 @@ impl Engine {
         }
         let slots = cfg.model_slots();
         let cfg_inventory_ttl = cfg.inventory_ttl_ms;
+        let cfg_sessions = (cfg.max_sessions, cfg.session_ttl_s);
         let log = match &cfg.decision_log.path {
             Some(_) => Some(DecisionLog::start(&cfg.decision_log, Arc::clone(&metrics))?),
             None => None,
@@ -121,6 +129,10 @@ impl Engine {
             requests: AtomicU64::new(0),
             model_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             inventory: NodeInventory::new(std::time::Duration::from_millis(cfg_inventory_ttl)),
+            sessions: Sessions::new(
+                cfg_sessions.0,
+                std::time::Duration::from_secs(cfg_sessions.1),
+            ),
         })
     }
 
@@ -229,24 +241,19 @@ impl Engine {
         }
     }
 
-    /// Asks the model arm under the deadline. `world` is built inside the blocking task when
-    /// not given, so validation and the model share the deadline.
-    async fn run_model(
-        self: &Arc<Self>,
-        snapshot: &Arc<proto::Snapshot>,
-        world: Option<World>,
-    ) -> Result<(World, Answer), Result<ModelFailure, SnapshotError>> {
+    /// Asks the model arm under the deadline.
+    async fn run_model(self: &Arc<Self>, world: World) -> Result<(World, Answer), ModelFailure> {
         let (policy_source, decider): (Result<Arc<LoadedModel>, PolicyFactory>, String) =
             match &self.model_override {
                 Some(f) => (Err(Arc::clone(f)), "model:override".to_string()),
                 None => match self.model_state().serving() {
                     Ok(m) => (Ok(Arc::clone(m)), m.decider()),
                     Err((reason, detail)) => {
-                        return Err(Ok(ModelFailure {
+                        return Err(ModelFailure {
                             reason,
                             detail,
-                            world: world.map(Box::new),
-                        }));
+                            world: Some(Box::new(world)),
+                        });
                     }
                 },
             };
@@ -260,36 +267,28 @@ impl Engine {
             {
                 Ok(Ok(slot)) => slot,
                 _ => {
-                    return Err(Ok(ModelFailure {
+                    return Err(ModelFailure {
                         reason: FallbackReason::Busy,
                         detail: "no model slot freed within the deadline (they hold computations \
                              past their own)"
                             .into(),
-                        world: world.map(Box::new),
-                    }));
+                        world: Some(Box::new(world)),
+                    });
                 }
             };
         let deadline = deadline.saturating_sub(waiting.elapsed());
         if deadline.is_zero() {
             // No time left (or a zero deadline): the timer would race the task; decide now.
-            return Err(Ok(ModelFailure {
+            return Err(ModelFailure {
                 reason: FallbackReason::Timeout,
                 detail: format!("no time left of the {} ms deadline", self.cfg.deadline_ms),
-                world: world.map(Box::new),
-            }));
+                world: Some(Box::new(world)),
+            });
         }
-        let snap = Arc::clone(snapshot);
         let metrics = Arc::clone(&self.metrics);
         let deciding = self.cfg.deciding;
         let task = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            let world = match world {
-                Some(w) => w,
-                None => match World::build(&snap) {
-                    Ok(w) => w,
-                    Err(e) => return ModelRun::Invalid(e),
-                },
-            };
             let started = Instant::now();
             let result = match policy_source {
                 Ok(model) => {
@@ -310,15 +309,15 @@ impl Engine {
                 "model",
                 started.elapsed().as_secs_f64(),
             );
-            ModelRun::Done(Box::new(world), result)
+            (Box::new(world), result)
         });
         let outcome = tokio::time::timeout(deadline, task).await;
         let fail = |reason, detail: String, world| {
-            Err(Ok(ModelFailure {
+            Err(ModelFailure {
                 reason,
                 detail,
                 world,
-            }))
+            })
         };
         match outcome {
             Err(_) => fail(
@@ -331,8 +330,7 @@ impl Engine {
                 format!("the model's task failed: {join}"),
                 None,
             ),
-            Ok(Ok(ModelRun::Invalid(e))) => Err(Err(e)),
-            Ok(Ok(ModelRun::Done(world, Ok(decision)))) => Ok((
+            Ok(Ok((world, Ok(decision)))) => Ok((
                 *world,
                 Answer {
                     decision,
@@ -340,25 +338,20 @@ impl Engine {
                     fallbacks: Vec::new(),
                 },
             )),
-            Ok(Ok(ModelRun::Done(world, Err((reason, detail))))) => {
-                fail(reason, detail, Some(world))
-            }
+            Ok(Ok((world, Err((reason, detail))))) => fail(reason, detail, Some(world)),
         }
     }
 
     /// The model arm with the chain behind it. When the model's task keeps the world (a
-    /// timeout), the chain decides on `backup` if given (A/B: the arm's own view), else on the
-    /// snapshot rebuilt.
+    /// timeout), the chain decides on `spare`.
     async fn model_then_chain(
         self: &Arc<Self>,
-        snapshot: &Arc<proto::Snapshot>,
-        world: Option<World>,
-        backup: Option<World>,
+        world: World,
+        spare: Spare,
     ) -> Result<(World, Answer), Status> {
-        match self.run_model(snapshot, world).await {
+        match self.run_model(world).await {
             Ok(done) => Ok(done),
-            Err(Err(e)) => Err(invalid(e)),
-            Err(Ok(failure)) => {
+            Err(failure) => {
                 let from = self
                     .model_state()
                     .serving()
@@ -366,12 +359,18 @@ impl Engine {
                 Metrics::count(&self.metrics.fallbacks, "reason", failure.reason.as_str());
                 let first = fallback(&from, failure.reason, failure.detail);
                 let this = Arc::clone(self);
-                let snap = Arc::clone(snapshot);
-                let world = failure.world.map(|w| *w).or(backup);
+                let world = failure.world.map(|w| *w);
                 blocking(move || {
-                    let world = match world {
-                        Some(w) => w,
-                        None => World::build(&snap).map_err(invalid)?,
+                    let world = match (world, spare) {
+                        (Some(w), _) => w,
+                        (None, Spare::Copy(w)) => *w,
+                        (None, Spare::Rebuild(snap)) => World::build(&snap).map_err(invalid)?,
+                        (None, Spare::None) => {
+                            return Err(Status::unavailable(
+                                "the model kept the cluster past its deadline and no copy was \
+                                 made",
+                            ));
+                        }
                     };
                     let answer = this.run_chain(&world, vec![first]);
                     Ok((world, answer))
@@ -381,16 +380,14 @@ impl Engine {
         }
     }
 
-    /// The heuristic chain on a fresh world (blocking task).
+    /// The heuristic chain (blocking task).
     async fn chain_only(
         self: &Arc<Self>,
-        snapshot: &Arc<proto::Snapshot>,
+        world: World,
         fallbacks: Vec<proto::Fallback>,
     ) -> Result<(World, Answer), Status> {
         let this = Arc::clone(self);
-        let snap = Arc::clone(snapshot);
         blocking(move || {
-            let world = World::build(&snap).map_err(invalid)?;
             let answer = this.run_chain(&world, fallbacks);
             Ok((world, answer))
         })
@@ -409,7 +406,7 @@ impl Engine {
         self.metrics
             .preemptions
             .inc_by(response.preemptions.len() as u64);
-        if let Some(log) = &self.log {
+        if let (Some(log), Some(snapshot)) = (&self.log, snapshot) {
             log.record(LogRecord {
                 unix_ms: std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -422,40 +419,161 @@ impl Engine {
         Ok(response)
     }
 
-    /// The answer, the shadow answer if any, and the snapshot (for the log).
+    /// The world a request decides on: its snapshot's, or its session's moved on by its
+    /// delta. With the session's lock (held until the answer is stored) and, when a decision
+    /// log is kept, the snapshot to log.
+    async fn world_of(
+        self: &Arc<Self>,
+        request: &mut proto::DecideRequest,
+    ) -> Result<
+        (
+            World,
+            Option<Arc<proto::Snapshot>>,
+            Option<tokio::sync::OwnedMutexGuard<Option<Session>>>,
+        ),
+        Status,
+    > {
+        let snapshot = request.snapshot.take().map(Arc::new);
+        let delta = request.delta.take();
+        if snapshot.is_some() && delta.is_some() {
+            return Err(Status::invalid_argument(
+                "delta: send a snapshot or a delta, not both",
+            ));
+        }
+        if request.session.is_empty() {
+            if delta.is_some() {
+                return Err(Status::invalid_argument(
+                    "delta: a delta needs a session (open one with a full snapshot and `session`)",
+                ));
+            }
+            let snapshot = snapshot.ok_or_else(|| Status::invalid_argument("snapshot: missing"))?;
+            let snap = Arc::clone(&snapshot);
+            let world = blocking(move || World::build(&snap).map_err(invalid)).await?;
+            return Ok((world, Some(snapshot), None));
+        }
+        let id = request.session.clone();
+        let refused = |status: Status| {
+            Metrics::count(&self.metrics.session_requests, "kind", "refused");
+            status
+        };
+        let slot = self.sessions.slot(&id, &self.metrics).map_err(refused)?;
+        let mut guard = slot.lock_owned().await;
+        match (snapshot, delta) {
+            (Some(snapshot), None) => {
+                let snap = Arc::clone(&snapshot);
+                let world = blocking(move || World::build(&snap).map_err(invalid)).await?;
+                *guard = Some(Session {
+                    world: None,
+                    base: Arc::clone(&snapshot),
+                    revision: 0,
+                });
+                Metrics::count(&self.metrics.session_requests, "kind", "snapshot");
+                Ok((world, Some(snapshot), Some(guard)))
+            }
+            (None, Some(delta)) => {
+                let session = guard.as_mut().ok_or_else(|| {
+                    refused(Status::failed_precondition(format!(
+                        "session {id:?} is not held here (never opened, expired or evicted): \
+                         send a full snapshot on it"
+                    )))
+                })?;
+                if delta.revision != session.revision {
+                    return Err(refused(Status::failed_precondition(format!(
+                        "delta.revision: session {id:?} is at revision {}, the delta follows \
+                         {}: send a full snapshot on it",
+                        session.revision, delta.revision
+                    ))));
+                }
+                let world = session.world.take().ok_or_else(|| {
+                    refused(Status::failed_precondition(format!(
+                        "session {id:?} lost its state when an earlier request failed: send a \
+                         full snapshot on it"
+                    )))
+                })?;
+                let base = Arc::clone(&session.base);
+                let logging = self.log.is_some();
+                let moved = blocking(move || {
+                    let mut world = world;
+                    Ok(match world.apply_delta(&delta) {
+                        Ok(()) => {
+                            if world.wants_compaction() {
+                                if let Err(e) = world.compact(&base.nodes) {
+                                    return Ok(Err((None, Status::internal(e.to_string()))));
+                                }
+                            }
+                            let log = logging
+                                .then(|| Arc::new(world.export(&base.nodes, base.cluster.clone())));
+                            Ok((world, log))
+                        }
+                        Err(DeltaError::Invalid(e)) => Err((Some(world), invalid(e))),
+                        Err(e @ DeltaError::Broken(_)) => {
+                            Err((None, Status::internal(e.to_string())))
+                        }
+                    })
+                })
+                .await?;
+                match moved {
+                    Ok((world, log)) => {
+                        Metrics::count(&self.metrics.session_requests, "kind", "delta");
+                        Ok((world, log, Some(guard)))
+                    }
+                    Err((world, status)) => {
+                        session.world = world;
+                        Err(status)
+                    }
+                }
+            }
+            (None, None) => Err(Status::invalid_argument(
+                "snapshot: missing (a session request carries a snapshot or a delta)",
+            )),
+            (Some(_), Some(_)) => Err(Status::invalid_argument(
+                "delta: send a snapshot or a delta, not both",
+            )),
+        }
+    }
+
+    /// The answer, the shadow answer if any, and the snapshot to log (when logging).
     async fn decide_inner(
         self: &Arc<Self>,
-        request: proto::DecideRequest,
+        mut request: proto::DecideRequest,
     ) -> Result<
         (
             proto::DecideResponse,
             Option<proto::DecideResponse>,
-            Arc<proto::Snapshot>,
+            Option<Arc<proto::Snapshot>>,
         ),
         Status,
     > {
         let started = Instant::now();
-        let snapshot = Arc::new(
-            request
-                .snapshot
-                .ok_or_else(|| Status::invalid_argument("snapshot: missing"))?,
-        );
+        let (world, snapshot, mut session) = self.world_of(&mut request).await?;
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
         let request_id = if request.request_id.is_empty() {
             format!("r{n}")
         } else {
             request.request_id
         };
+        // What the chain decides on if the model keeps the world past its deadline: the
+        // snapshot rebuilt, or for a delta (no snapshot) a copy made now.
+        let on_session = session.is_some();
+        let spare = |world: &World| match &snapshot {
+            Some(s) => Spare::Rebuild(Arc::clone(s)),
+            None if on_session => Spare::Copy(Box::new(world.clone())),
+            None => Spare::None,
+        };
         let mode = self.cfg.routing.mode;
         Metrics::count(&self.metrics.arm_requests, "arm", mode.as_str());
         let mut shadow = None;
         let (world, answer) = match mode {
-            RoutingMode::Baseline => self.chain_only(&snapshot, Vec::new()).await?,
-            RoutingMode::Model => self.model_then_chain(&snapshot, None, None).await?,
+            RoutingMode::Baseline => self.chain_only(world, Vec::new()).await?,
+            RoutingMode::Model => {
+                let spare = spare(&world);
+                self.model_then_chain(world, spare).await?
+            }
             RoutingMode::Shadow => {
+                let copy = world.clone();
                 let (model, base) = tokio::join!(
-                    self.model_then_chain(&snapshot, None, None),
-                    self.chain_only(&snapshot, Vec::new())
+                    self.model_then_chain(copy, Spare::None),
+                    self.chain_only(world, Vec::new())
                 );
                 let base = base?;
                 if let Ok((mworld, manswer)) = model {
@@ -468,18 +586,24 @@ impl Engine {
                     let this = Arc::clone(self);
                     let (id, arm) = (request_id.clone(), "shadow-model".to_string());
                     shadow = Some(
-                        blocking(move || Ok(this.finish(mworld, manswer, &arm, &id, started)))
+                        blocking(move || Ok(this.finish(mworld, manswer, &arm, &id, started).0))
                             .await?,
                     );
                 }
                 base
             }
-            RoutingMode::Ab => self.ab(&snapshot, &request_id).await?,
+            RoutingMode::Ab => self.ab(world, &request_id).await?,
         };
         let this = Arc::clone(self);
         let id = request_id.clone();
-        let response =
+        let (mut response, world) =
             blocking(move || Ok(this.finish(world, answer, mode.as_str(), &id, started))).await?;
+        if let Some(state) = session.as_mut().and_then(|g| g.as_mut()) {
+            state.world = world;
+            state.revision += 1;
+            response.session = request.session;
+            response.revision = state.revision;
+        }
         Ok((response, shadow, snapshot))
     }
 
@@ -489,13 +613,11 @@ impl Engine {
     /// first pick of free capacity.
     async fn ab(
         self: &Arc<Self>,
-        snapshot: &Arc<proto::Snapshot>,
+        world: World,
         request_id: &str,
     ) -> Result<(World, Answer), Status> {
-        let snap = Arc::clone(snapshot);
         let (percent, key) = (self.cfg.routing.percent, self.cfg.routing.key);
-        let (world, treatment, control) = blocking(move || {
-            let world = World::build(&snap).map_err(invalid)?;
+        let (world, original, treatment, control) = blocking(move || {
             let (mut t, mut c) = (Vec::new(), Vec::new());
             for id in world.pending() {
                 let k = match key {
@@ -508,7 +630,8 @@ impl Engine {
                     c.push(id);
                 }
             }
-            Ok((world, t, c))
+            let original = world.clone();
+            Ok((world, original, t, c))
         })
         .await?;
         self.metrics
@@ -540,9 +663,8 @@ impl Engine {
             let keep: std::collections::HashSet<JobId> = jobs.iter().copied().collect();
             world.retain_pending(|j| keep.contains(&j));
             let (w, answer) = if model_arm {
-                let backup = world.clone();
-                self.model_then_chain(snapshot, Some(world), Some(backup))
-                    .await?
+                let backup = Spare::Copy(Box::new(world.clone()));
+                self.model_then_chain(world, backup).await?
             } else {
                 let this = Arc::clone(self);
                 blocking(move || {
@@ -568,11 +690,10 @@ impl Engine {
         }
         // Back to the snapshot's own state, so `finish` applies the merged decision once; the
         // merge is shielded as a whole (an arm may have preempted what the other placed).
-        let snap = Arc::clone(snapshot);
         let this = Arc::clone(self);
         merged.decided_by = deciders.join("+");
         blocking(move || {
-            let world = World::build(&snap).map_err(invalid)?;
+            let world = original;
             match shield::check(&world, &merged.decision) {
                 Ok(()) => Ok((world, merged)),
                 Err(detail) => {
@@ -596,7 +717,7 @@ impl Engine {
         arm: &str,
         request_id: &str,
         started: Instant,
-    ) -> proto::DecideResponse {
+    ) -> (proto::DecideResponse, Option<World>) {
         let placements = answer
             .decision
             .placements
@@ -609,14 +730,14 @@ impl Engine {
             .iter()
             .map(|v| world.job(*v).name.clone())
             .collect();
-        let pending = match world.apply(&answer.decision) {
-            Ok(()) => pending_reasons(&world, &answer.decision),
+        let (pending, world) = match world.apply(&answer.decision) {
+            Ok(()) => (pending_reasons(&world, &answer.decision), Some(world)),
             Err(e) => {
                 tracing::error!(error = %e, "a shielded decision did not apply");
-                Vec::new()
+                (Vec::new(), None)
             }
         };
-        proto::DecideResponse {
+        let response = proto::DecideResponse {
             placements,
             preemptions,
             pending,
@@ -625,7 +746,9 @@ impl Engine {
             fallbacks: answer.fallbacks,
             decision_us: started.elapsed().as_micros() as u64,
             request_id: request_id.to_string(),
-        }
+            ..Default::default()
+        };
+        (response, world)
     }
 
     /// Why one job waits, by the same path `Decide` takes (not logged).
@@ -637,7 +760,7 @@ impl Engine {
         let (response, _, _) = self
             .decide_inner(proto::DecideRequest {
                 snapshot: request.snapshot,
-                request_id: String::new(),
+                ..Default::default()
             })
             .await?;
         if let Some(p) = response.placements.iter().find(|p| p.job == job) {

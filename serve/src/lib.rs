@@ -23,6 +23,7 @@ pub mod reasons;
 pub mod replay;
 pub mod score;
 pub mod server;
+pub mod session;
 pub mod shield;
 pub mod slurm;
 pub mod synthetic;

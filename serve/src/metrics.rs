@@ -46,6 +46,11 @@ pub struct Metrics {
     pub preemptions: Counter,
     /// Model passes (shortlist, features, scores) run by the model arm.
     pub model_passes: Counter,
+    /// Decide requests on a session, by kind: `snapshot` (opened or resynced), `delta`,
+    /// `refused` (unknown session, stale revision, or none free).
+    pub session_requests: Family<Labels, Counter>,
+    /// Sessions held.
+    pub sessions: Gauge,
     pub inflight: Gauge,
     pub model_info: Family<Labels, Gauge>,
     pub model_reloads: Family<Labels, Counter>,
@@ -74,6 +79,8 @@ impl Metrics {
             placements: Counter::default(),
             preemptions: Counter::default(),
             model_passes: Counter::default(),
+            session_requests: Family::default(),
+            sessions: Gauge::default(),
             inflight: Gauge::default(),
             model_info: Family::default(),
             model_reloads: Family::default(),
@@ -122,6 +129,12 @@ impl Metrics {
             "Jobs preempted in answers",
             m.preemptions.clone(),
         );
+        registry.register(
+            "session_requests",
+            "Decide requests on a session, by kind (snapshot, delta, refused)",
+            m.session_requests.clone(),
+        );
+        registry.register("sessions", "Sessions held", m.sessions.clone());
         registry.register(
             "model_passes",
             "Model passes (shortlist, features, scores) run by the model arm",

@@ -67,17 +67,7 @@ pub fn snapshot(nodes: usize, pending: usize, utilization: f64, seed: u64) -> pr
         }
     }
     let queue = (0..pending)
-        .map(|i| {
-            let (tasks, gpus, milli) = match rng.random_range(0..10u32) {
-                0 => (1, 1, 500),
-                1 => (2, 8, 1000),
-                2 | 3 => (1, 8, 1000),
-                4 => (1, 4, 1000),
-                5 | 6 => (1, 2, 1000),
-                _ => (1, 1, 1000),
-            };
-            job(&mut rng, format!("job-{i}"), tasks, gpus, milli)
-        })
+        .map(|i| pending_job(&mut rng, format!("job-{i}")))
         .collect();
     // Report node usage from the placements only (no unlisted usage).
     for n in cluster.iter_mut() {
@@ -89,6 +79,102 @@ pub fn snapshot(nodes: usize, pending: usize, utilization: f64, seed: u64) -> pr
         nodes: cluster,
         running,
         pending: queue,
+    }
+}
+
+/// A pending job of the snapshot's mix (whole GPUs, shares, gangs).
+fn pending_job(rng: &mut StdRng, id: String) -> proto::Job {
+    let (tasks, gpus, milli) = match rng.random_range(0..10u32) {
+        0 => (1, 1, 500),
+        1 => (2, 8, 1000),
+        2 | 3 => (1, 8, 1000),
+        4 => (1, 4, 1000),
+        5 | 6 => (1, 2, 1000),
+        _ => (1, 1, 1000),
+    };
+    job(rng, id, tasks, gpus, milli)
+}
+
+/// A caller of a session, as a scheduler's cycle would drive it: it counts each answer as
+/// carried out, and each delta moves the clock by `step_ms`, finishes as many running jobs as
+/// the last answer started (so the cluster stays about as busy) and submits new jobs to bring
+/// the queue back to its size. Deterministic for a seed.
+#[derive(Debug)]
+pub struct SessionDriver {
+    rng: StdRng,
+    now_ms: u64,
+    step_ms: u64,
+    queue: usize,
+    running: Vec<String>,
+    pending: std::collections::HashSet<String>,
+    started_last: usize,
+    revision: u64,
+    next: u64,
+}
+
+impl SessionDriver {
+    /// A driver for the session `snapshot` opens, keeping `queue` jobs pending.
+    pub fn new(snapshot: &proto::Snapshot, queue: usize, step_ms: u64, seed: u64) -> Self {
+        SessionDriver {
+            rng: StdRng::seed_from_u64(seed),
+            now_ms: snapshot.now_ms,
+            step_ms: step_ms.max(1),
+            queue,
+            running: snapshot
+                .running
+                .iter()
+                .filter_map(|r| r.job.as_ref().map(|j| j.id.clone()))
+                .collect(),
+            pending: snapshot.pending.iter().map(|j| j.id.clone()).collect(),
+            started_last: 0,
+            revision: 0,
+            next: 0,
+        }
+    }
+
+    /// Takes in an answer: its placements run, its preemptions wait again.
+    pub fn answered(&mut self, answer: &proto::DecideResponse) {
+        let stopped: std::collections::HashSet<&str> =
+            answer.preemptions.iter().map(String::as_str).collect();
+        if !stopped.is_empty() {
+            self.running.retain(|j| !stopped.contains(j.as_str()));
+            self.pending
+                .extend(answer.preemptions.iter().map(|j| j.to_string()));
+        }
+        for p in &answer.placements {
+            if self.pending.remove(&p.job) {
+                self.running.push(p.job.clone());
+            }
+        }
+        self.started_last = answer.placements.len();
+        self.revision = answer.revision;
+    }
+
+    /// The next delta (see the type's description).
+    pub fn delta(&mut self) -> proto::SnapshotDelta {
+        self.now_ms += self.step_ms;
+        let mut finished = Vec::with_capacity(self.started_last);
+        for _ in 0..self.started_last.min(self.running.len()) {
+            let k = self.rng.random_range(0..self.running.len());
+            finished.push(self.running.swap_remove(k));
+        }
+        let mut submitted = Vec::new();
+        while self.pending.len() + submitted.len() < self.queue {
+            let id = format!("new-{}", self.next);
+            self.next += 1;
+            let mut job = pending_job(&mut self.rng, id);
+            // Submitted since the last delta, so never before a job the session holds.
+            job.wait_ms = self.rng.random_range(0..self.step_ms);
+            submitted.push(job);
+        }
+        self.pending.extend(submitted.iter().map(|j| j.id.clone()));
+        proto::SnapshotDelta {
+            revision: self.revision,
+            now_ms: self.now_ms,
+            finished,
+            requeued: Vec::new(),
+            submitted,
+        }
     }
 }
 

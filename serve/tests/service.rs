@@ -35,7 +35,7 @@ fn small() -> proto::Snapshot {
 fn request(snapshot: proto::Snapshot) -> proto::DecideRequest {
     proto::DecideRequest {
         snapshot: Some(snapshot),
-        request_id: String::new(),
+        ..Default::default()
     }
 }
 
@@ -776,6 +776,7 @@ async fn ab_with_a_model_past_its_deadline_falls_back_for_the_treatment_jobs_onl
             .decide(proto::DecideRequest {
                 snapshot: Some(snap.clone()),
                 request_id: format!("ab-{k}"),
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -242,6 +242,7 @@ impl Extender {
                 let request = proto::DecideRequest {
                     snapshot: Some(snapshot),
                     request_id: format!("k8s:{}", p.job.id),
+                    ..Default::default()
                 };
                 match self.engine.decide(request).await {
                     Ok(answer) => {

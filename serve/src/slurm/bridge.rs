@@ -177,6 +177,7 @@ impl<C: SlurmCtl> Bridge<C> {
                 proto::DecideRequest {
                     snapshot: Some(snapshot),
                     request_id: format!("slurm-bridge-{}", now_ms()),
+                    ..Default::default()
                 },
                 self.token.as_deref(),
             )

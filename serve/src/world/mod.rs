@@ -22,6 +22,12 @@ use std::collections::{BTreeSet, HashMap};
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
+mod delta;
+pub use delta::{COMPACT_AFTER, DeltaError};
+
+/// A job's shape as far as fitting the empty cluster goes.
+type Shape = (u32, TaskRequest, Vec<String>);
+
 /// Most nodes one snapshot may hold.
 pub const MAX_SNAPSHOT_NODES: usize = 100_000;
 /// Most jobs (running and pending) one snapshot may hold.
@@ -59,11 +65,21 @@ pub struct World {
     runtime: Vec<JobRuntime>,
     pending: BTreeSet<JobId>,
     cluster: RefCell<ClusterState>,
-    /// Ids of real (snapshot) jobs: `jobs[..real_jobs]`.
-    real_jobs: usize,
+    /// Ids of the reservations of unlisted usage (every other job is the caller's).
+    reserved: std::ops::Range<usize>,
     node_ids: Map<String, NodeId>,
+    /// Jobs the caller listed and that have not left, by name.
     job_ids: Map<String, JobId>,
     tenants: Vec<String>,
+    tenant_ids: Map<String, TenantId>,
+    /// The caller's clock at `now` (`now` may be later: see `build`); deltas move both.
+    client_now: u64,
+    /// Jobs that left through deltas and still hold an id.
+    departed: usize,
+    /// The latest submit time of the caller's jobs (deltas may not submit before it).
+    newest_submit: SimTime,
+    /// Whether a shape fits the empty cluster, asked once per shape.
+    fits: Map<Shape, bool>,
 }
 
 impl World {
@@ -127,7 +143,7 @@ impl World {
         let mut placements: Vec<(JobId, usize, &[proto::TaskPlacement])> = Vec::new();
         // Whether a shape fits the empty cluster, asked once per shape.
         let mut empty = ClusterState::new(Arc::clone(&spec));
-        let mut fits: Map<(u32, TaskRequest, Vec<String>), bool> = Map::default();
+        let mut fits: Map<Shape, bool> = Map::default();
         for i in order {
             let e = &entries[i];
             let id = JobId(jobs.len() as u32);
@@ -190,24 +206,7 @@ impl World {
                             .is_some()
                     });
                     if !fits_empty {
-                        return Err(bad(
-                            e.path.to_string(),
-                            format!(
-                                "job {:?} ({} x {} GPU at {} milli, {} milli-CPU, {} MiB{}) \
-                                 does not fit on any node even when the cluster is empty",
-                                e.job.id,
-                                spec_job.tasks,
-                                spec_job.task.gpus,
-                                spec_job.task.gpu_milli,
-                                spec_job.task.cpu_milli,
-                                spec_job.task.mem_mib,
-                                if spec_job.gpu_types.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(", GPU types {}", spec_job.gpu_types.join("|"))
-                                }
-                            ),
-                        ));
+                        return Err(unfit(&e.path.to_string(), e.job, &spec_job));
                     }
                     rt.state = JobState::Pending;
                     pending.insert(id);
@@ -217,6 +216,7 @@ impl World {
             runtime.push(rt);
         }
         let real_jobs = jobs.len();
+        let newest_submit = jobs.iter().map(|j| j.submit).max().unwrap_or(SimTime(0));
 
         let mut state = ClusterState::new(Arc::clone(&spec));
         let mut load = Vec::with_capacity(placements.len());
@@ -267,12 +267,18 @@ impl World {
             runtime,
             pending,
             cluster: RefCell::new(state),
-            real_jobs,
+            reserved: real_jobs..real_jobs,
             node_ids,
             job_ids,
             tenants,
+            tenant_ids,
+            client_now: snapshot.now_ms,
+            departed: 0,
+            newest_submit,
+            fits,
         };
         world.reserve_unlisted(&snapshot.nodes)?;
+        world.reserved = real_jobs..world.jobs.len();
         Ok(world)
     }
 
@@ -419,7 +425,7 @@ impl World {
     }
     /// Whether `id` is a job of the snapshot (not a reservation of unlisted usage).
     pub fn is_real(&self, id: JobId) -> bool {
-        id.index() < self.real_jobs
+        id.index() < self.jobs.len() && !self.reserved.contains(&id.index())
     }
     /// Pending jobs, oldest first.
     pub fn pending(&self) -> impl Iterator<Item = JobId> + '_ {
@@ -485,6 +491,28 @@ impl World {
                 .collect(),
         }
     }
+}
+
+/// A pending job that fits no node even when the cluster is empty.
+fn unfit(path: &str, job: &proto::Job, spec: &JobSpec) -> SnapshotError {
+    bad(
+        path,
+        format!(
+            "job {:?} ({} x {} GPU at {} milli, {} milli-CPU, {} MiB{}) \
+             does not fit on any node even when the cluster is empty",
+            job.id,
+            spec.tasks,
+            spec.task.gpus,
+            spec.task.gpu_milli,
+            spec.task.cpu_milli,
+            spec.task.mem_mib,
+            if spec.gpu_types.is_empty() {
+                String::new()
+            } else {
+                format!(", GPU types {}", spec.gpu_types.join("|"))
+            }
+        ),
+    )
 }
 
 /// `why` with the node's name instead of its index.
@@ -719,6 +747,8 @@ impl std::fmt::Display for RunTasks {
 enum EntryPath {
     Running(usize),
     Pending(usize),
+    /// `delta.submitted[i]` (errors say `snapshot.`; `delta` rewrites the prefix).
+    Submitted(usize),
 }
 
 impl std::fmt::Display for EntryPath {
@@ -726,6 +756,7 @@ impl std::fmt::Display for EntryPath {
         match self {
             EntryPath::Running(i) => write!(f, "running[{i}].job"),
             EntryPath::Pending(i) => write!(f, "pending[{i}]"),
+            EntryPath::Submitted(i) => write!(f, "submitted[{i}]"),
         }
     }
 }
