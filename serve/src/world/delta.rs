@@ -127,16 +127,16 @@ impl World {
                     format!("job id {:?} is also submitted[{first}]", job.id),
                 ));
             }
-            if let Some(id) = self.job_ids.get(&job.id) {
-                if !leaving.contains(id) {
-                    return Err(bad_delta(
-                        format!("submitted[{i}].id"),
-                        format!(
-                            "job id {:?} is already in the session and has not finished",
-                            job.id
-                        ),
-                    ));
-                }
+            if let Some(id) = self.job_ids.get(&job.id)
+                && !leaving.contains(id)
+            {
+                return Err(bad_delta(
+                    format!("submitted[{i}].id"),
+                    format!(
+                        "job id {:?} is already in the session and has not finished",
+                        job.id
+                    ),
+                ));
             }
             if spec.submit < self.newest_submit {
                 return Err(bad_delta(
