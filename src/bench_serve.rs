@@ -19,7 +19,17 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The scenarios `--scenarios` may name, in the order they run.
-const SCENARIOS: [&str; 3] = ["model-1000x100", "model-5000x500", "heuristic-1000x100"];
+const SCENARIOS: [&str; 5] = [
+    "model-1000x100",
+    "model-5000x500",
+    "heuristic-1000x100",
+    "model-session-1000x100",
+    "heuristic-session-1000x100",
+];
+/// The session scenarios' clock step per delta (one scheduling cycle), ms.
+const SESSION_STEP_MS: u64 = 1_000;
+/// Untimed deltas each session client sends after opening its session.
+const SESSION_WARMUP: usize = 5;
 /// Snapshots per scenario (seeds `seed..seed + 8`), sent in rotation.
 const SNAPSHOT_SEEDS: u64 = 8;
 /// Share of GPUs busy in the synthetic snapshots.
@@ -45,11 +55,14 @@ const BANNER: &str = "lachesis serve: gRPC on ";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Scenarios to run, comma-separated: model-1000x100, model-5000x500, heuristic-1000x100.
+    /// Scenarios to run, comma-separated: model-1000x100, model-5000x500, heuristic-1000x100,
+    /// model-session-1000x100, heuristic-session-1000x100. The session scenarios open one
+    /// session per client with a full snapshot, then send only deltas (the clock a second on,
+    /// as many jobs finished as the last answer started, new jobs to refill the queue).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "model-1000x100,model-5000x500,heuristic-1000x100"
+        default_value = "model-1000x100,model-5000x500,heuristic-1000x100,model-session-1000x100,heuristic-session-1000x100"
     )]
     scenarios: Vec<String>,
     /// Timed requests of each model scenario, one in flight, after 20 warm-up (default: 200
@@ -65,6 +78,10 @@ pub struct Args {
     /// Seconds of the soak (the heuristic scenario's load, RSS sampled every 10 s); 0: none.
     #[arg(long, default_value_t = 0)]
     soak_s: u64,
+    /// Soak with sessions and deltas (the heuristic-session scenario's load) instead of full
+    /// snapshots.
+    #[arg(long)]
+    soak_sessions: bool,
     /// Model directory served in the model scenarios.
     #[arg(long, default_value = "models/default")]
     model: PathBuf,
@@ -102,6 +119,9 @@ enum Load {
     Sequential { requests: usize },
     /// `tasks` clients, each with one request in flight, for `seconds`.
     ClosedLoop { tasks: usize, seconds: f64 },
+    /// `tasks` clients, each on its own session (opened with a full snapshot, untimed), each
+    /// with one delta in flight, for `seconds`.
+    Sessions { tasks: usize, seconds: f64 },
 }
 
 impl Scenario {
@@ -112,7 +132,7 @@ impl Scenario {
     fn concurrency(&self) -> usize {
         match self.load {
             Load::Sequential { .. } => 1,
-            Load::ClosedLoop { tasks, .. } => tasks,
+            Load::ClosedLoop { tasks, .. } | Load::Sessions { tasks, .. } => tasks,
         }
     }
 
@@ -167,7 +187,7 @@ impl Scenario {
         let judge = |ok: bool| if ok { "met" } else { "NOT met" };
         let below = |v: Option<f64>, limit: f64| judge(v.is_some_and(|v| v < limit));
         match self.name.as_str() {
-            "model-1000x100" => format!(
+            "model-1000x100" | "model-session-1000x100" => format!(
                 "p50 < 1 ms: {}; p99 < 2 ms: {}",
                 below(stats.p50_ms, 1.0),
                 below(stats.p99_ms, 2.0)
@@ -577,6 +597,108 @@ async fn closed_loop(
     Ok(all)
 }
 
+/// Opens (or reopens) session `id` with `snapshot`: the driver of its deltas.
+async fn open_session(
+    client: &mut Client,
+    id: &str,
+    snapshot: &lachesis_serve::proto::Snapshot,
+    queue: usize,
+    seed: u64,
+) -> Result<synthetic::SessionDriver> {
+    let answer = client
+        .decide(DecideRequest {
+            snapshot: Some(snapshot.clone()),
+            session: id.to_string(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("opening session {id}: {:?}: {}", s.code(), s.message()))?;
+    let mut driver = synthetic::SessionDriver::new(snapshot, queue, SESSION_STEP_MS, seed);
+    driver.answered(answer.get_ref());
+    Ok(driver)
+}
+
+/// `tasks` clients (one connection and one session each): each opens its session with a full
+/// snapshot and sends `SESSION_WARMUP` deltas, untimed; then each sends the next delta as soon
+/// as the last is answered, until `seconds` have passed. A refused delta counts as an error
+/// and the client reopens its session.
+async fn session_loop(
+    addr: &str,
+    requests: Arc<Vec<DecideRequest>>,
+    queue: usize,
+    tasks: usize,
+    seconds: f64,
+    progress: Arc<Progress>,
+) -> Result<Samples> {
+    let mut clients = Vec::with_capacity(tasks);
+    for t in 0..tasks {
+        let mut client = connect(addr, None, None).await?;
+        let id = format!("bench-{t}");
+        let snapshot = requests[t % requests.len()]
+            .snapshot
+            .clone()
+            .context("a request without a snapshot")?;
+        let mut driver = open_session(&mut client, &id, &snapshot, queue, t as u64).await?;
+        for _ in 0..SESSION_WARMUP {
+            let answer = client
+                .decide(DecideRequest {
+                    session: id.clone(),
+                    delta: Some(driver.delta()),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|s| anyhow::anyhow!("warm-up delta: {:?}: {}", s.code(), s.message()))?;
+            driver.answered(answer.get_ref());
+        }
+        clients.push((client, id, snapshot, driver));
+    }
+    let started = Instant::now();
+    let until = started + Duration::from_secs_f64(seconds);
+    let mut running = tokio::task::JoinSet::new();
+    for (t, (mut client, id, snapshot, mut driver)) in clients.into_iter().enumerate() {
+        let progress = Arc::clone(&progress);
+        running.spawn(async move {
+            let mut samples = Samples::default();
+            let mut reopened = 0u64;
+            while Instant::now() < until {
+                let request = DecideRequest {
+                    session: id.clone(),
+                    delta: Some(driver.delta()),
+                    ..Default::default()
+                };
+                let sent = Instant::now();
+                match client.decide(request).await {
+                    Ok(answer) => {
+                        samples.answered(sent.elapsed().as_secs_f64() * 1e3, answer.get_ref());
+                        driver.answered(answer.get_ref());
+                        progress.answered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(status) => {
+                        samples.failed(format!("{:?}: {}", status.code(), status.message()));
+                        progress.errors.fetch_add(1, Ordering::Relaxed);
+                        reopened += 1;
+                        let seed = (t as u64) + 1000 * reopened;
+                        match open_session(&mut client, &id, &snapshot, queue, seed).await {
+                            Ok(d) => driver = d,
+                            Err(e) => {
+                                samples.failed(e.to_string());
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            samples
+        });
+    }
+    let mut all = Samples::default();
+    while let Some(done) = running.join_next().await {
+        all.merge(done.context("a client task failed")?);
+    }
+    all.wall_s = started.elapsed().as_secs_f64();
+    Ok(all)
+}
+
 /// Starts the service for `scenario` and drives its load; returns the service still running
 /// (the caller prints the row, then stops it, so a slow stop does not hide the figures).
 fn run_scenario(
@@ -592,6 +714,17 @@ fn run_scenario(
             Load::Sequential { requests: count } => sequential(&addr, &requests, count).await,
             Load::ClosedLoop { tasks, seconds } => {
                 closed_loop(&addr, requests, tasks, seconds, Arc::default()).await
+            }
+            Load::Sessions { tasks, seconds } => {
+                session_loop(
+                    &addr,
+                    requests,
+                    scenario.pending,
+                    tasks,
+                    seconds,
+                    Arc::default(),
+                )
+                .await
             }
         }
     })?;
@@ -619,20 +752,31 @@ fn note(scenario: &Scenario, samples: &Samples) -> Option<String> {
 /// The soak: the heuristic arm under closed-loop load for `seconds`, the child's RSS sampled
 /// every 10 s; errors must stay 0 and memory flat.
 fn soak(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
+    let (tasks, seconds) = (args.concurrency, args.soak_s as f64);
     let scenario = Scenario {
-        name: format!("soak-{}s", args.soak_s),
+        name: format!(
+            "soak-{}{}s",
+            if args.soak_sessions { "session-" } else { "" },
+            args.soak_s
+        ),
         nodes: args.nodes,
         pending: args.pending,
         model: None,
         deciding: None,
-        load: Load::ClosedLoop {
-            tasks: args.concurrency,
-            seconds: args.soak_s as f64,
+        load: if args.soak_sessions {
+            Load::Sessions { tasks, seconds }
+        } else {
+            Load::ClosedLoop { tasks, seconds }
         },
     };
     outln!(
-        "\nsoak: heuristic arm, {} snapshots, {} client tasks, {} s; service RSS every {} s",
+        "\nsoak: heuristic arm, {} {}, {} client tasks, {} s; service RSS every {} s",
         scenario.snapshot_label(),
+        if args.soak_sessions {
+            "sessions sending deltas"
+        } else {
+            "snapshots"
+        },
         args.concurrency,
         args.soak_s,
         SOAK_SAMPLE.as_secs()
@@ -646,9 +790,15 @@ fn soak(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
         let load = tokio::spawn({
             let (addr, requests, progress) =
                 (addr.clone(), Arc::clone(&requests), Arc::clone(&progress));
-            let seconds = args.soak_s as f64;
-            let tasks = args.concurrency;
-            async move { closed_loop(&addr, requests, tasks, seconds, progress).await }
+            let (load, queue) = (scenario.load, scenario.pending);
+            async move {
+                match load {
+                    Load::Sessions { tasks, seconds } => {
+                        session_loop(&addr, requests, queue, tasks, seconds, progress).await
+                    }
+                    _ => closed_loop(&addr, requests, tasks, seconds, progress).await,
+                }
+            }
         });
         let started = Instant::now();
         let mut tick =
@@ -745,31 +895,53 @@ fn chosen(args: &Args) -> Result<Vec<Scenario>> {
         );
     }
     let wanted = |name: &str| args.scenarios.iter().any(|s| s.trim() == name);
-    let model = if wanted("model-1000x100") || wanted("model-5000x500") {
-        let dir = std::path::absolute(&args.model)
-            .with_context(|| format!("resolving --model {}", args.model.display()))?;
-        ensure!(
-            Path::new(&dir).join("manifest.json").is_file(),
-            "--model {}: no manifest.json there (a model directory is written by `lachesis \
+    let model =
+        if wanted("model-1000x100") || wanted("model-5000x500") || wanted("model-session-1000x100")
+        {
+            let dir = std::path::absolute(&args.model)
+                .with_context(|| format!("resolving --model {}", args.model.display()))?;
+            ensure!(
+                Path::new(&dir).join("manifest.json").is_file(),
+                "--model {}: no manifest.json there (a model directory is written by `lachesis \
              train`)",
-            dir.display()
-        );
-        Some(dir)
-    } else {
-        None
-    };
+                dir.display()
+            );
+            Some(dir)
+        } else {
+            None
+        };
     let sequential = |default| Load::Sequential {
         requests: args.requests.unwrap_or(default),
     };
     let all = [
         ("model-1000x100", 1000, 100, model.clone(), sequential(200)),
-        ("model-5000x500", 5000, 500, model, sequential(50)),
+        ("model-5000x500", 5000, 500, model.clone(), sequential(50)),
         (
             "heuristic-1000x100",
             args.nodes,
             args.pending,
             None,
             Load::ClosedLoop {
+                tasks: args.concurrency,
+                seconds: args.throughput_s,
+            },
+        ),
+        (
+            "model-session-1000x100",
+            1000,
+            100,
+            model.clone(),
+            Load::Sessions {
+                tasks: 1,
+                seconds: args.throughput_s,
+            },
+        ),
+        (
+            "heuristic-session-1000x100",
+            args.nodes,
+            args.pending,
+            None,
+            Load::Sessions {
                 tasks: args.concurrency,
                 seconds: args.throughput_s,
             },

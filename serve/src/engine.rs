@@ -456,12 +456,14 @@ impl Engine {
             Metrics::count(&self.metrics.session_requests, "kind", "refused");
             status
         };
-        let slot = self.sessions.slot(&id, &self.metrics).map_err(refused)?;
-        let mut guard = slot.lock_owned().await;
         match (snapshot, delta) {
             (Some(snapshot), None) => {
+                // Built before the session is made or taken: a snapshot that fails leaves
+                // no empty session behind and the old one as it was.
                 let snap = Arc::clone(&snapshot);
                 let world = blocking(move || World::build(&snap).map_err(invalid)).await?;
+                let slot = self.sessions.slot(&id, &self.metrics).map_err(refused)?;
+                let mut guard = slot.lock_owned().await;
                 *guard = Some(Session {
                     world: None,
                     base: Arc::clone(&snapshot),
@@ -471,12 +473,15 @@ impl Engine {
                 Ok((world, Some(snapshot), Some(guard)))
             }
             (None, Some(delta)) => {
-                let session = guard.as_mut().ok_or_else(|| {
+                let lost = || {
                     refused(Status::failed_precondition(format!(
                         "session {id:?} is not held here (never opened, expired or evicted): \
                          send a full snapshot on it"
                     )))
-                })?;
+                };
+                let slot = self.sessions.get(&id, &self.metrics).ok_or_else(lost)?;
+                let mut guard = slot.lock_owned().await;
+                let session = guard.as_mut().ok_or_else(lost)?;
                 if delta.revision != session.revision {
                     return Err(refused(Status::failed_precondition(format!(
                         "delta.revision: session {id:?} is at revision {}, the delta follows \

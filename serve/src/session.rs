@@ -115,6 +115,22 @@ impl Sessions {
         Ok(slot)
     }
 
+    /// The slot of a session held now (its use counts as recent); `None` for one never
+    /// opened, expired or evicted. Never makes one, so a stream of deltas on a lost session
+    /// cannot push live sessions out.
+    pub fn get(&self, id: &str, metrics: &Metrics) -> Option<Slot> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        map.retain(|_, e| {
+            Arc::strong_count(&e.slot) > 1 || now.duration_since(e.last_used) < self.ttl
+        });
+        metrics.sessions.set(map.len() as i64);
+        map.get_mut(id).map(|e| {
+            e.last_used = now;
+            Arc::clone(&e.slot)
+        })
+    }
+
     /// Sessions held now.
     pub fn len(&self) -> usize {
         self.map.lock().unwrap_or_else(|p| p.into_inner()).len()

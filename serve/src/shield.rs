@@ -3,15 +3,18 @@
 //! job placed once, on capacity that is free after the victims leave and the placements before
 //! it are made (so no GPU is ever double-booked). One failure rejects the whole decision: the
 //! service then falls back, it never forwards a partly impossible answer.
+//!
+//! The check runs on the world's own cluster state and undoes itself exactly
+//! (`ClusterState::try_decision`): a 1,000-node cluster is not copied per request.
 
 use crate::world::{World, describe};
-use lachesis_env::cluster::StateError;
+use lachesis_env::cluster::{DecisionFault, StateError, TaskPlacement};
+use lachesis_env::job::JobSpec;
 use lachesis_env::policy::Decision;
 use std::collections::HashSet;
 
 /// Checks `decision` against `world`; the error names the job at fault and why.
 pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
-    let mut state = world.cluster_clone();
     let mut victims = HashSet::with_capacity(decision.preemptions.len());
     for v in &decision.preemptions {
         if !world.is_real(*v) {
@@ -21,11 +24,10 @@ pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
         if !victims.insert(*v) {
             return Err(format!("preempts job {name:?} twice"));
         }
-        state
-            .preempt(*v)
-            .map_err(|e| format!("cannot preempt job {name:?}: {e}"))?;
     }
     let mut placed = HashSet::with_capacity(decision.placements.len());
+    let mut placements: Vec<(&JobSpec, &[TaskPlacement])> =
+        Vec::with_capacity(decision.placements.len());
     for p in &decision.placements {
         if !world.is_real(p.job) {
             return Err(format!(
@@ -40,13 +42,26 @@ pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
         if !placed.insert(p.job) {
             return Err(format!("places job {:?} twice", job.name));
         }
-        state.allocate(job, p.tasks.clone()).map_err(|e| {
+        placements.push((job, &p.tasks));
+    }
+    let fault = world
+        .cluster_what_if()
+        .try_decision(&decision.preemptions, &placements);
+    match fault {
+        Ok(()) => Ok(()),
+        Err(DecisionFault::Victim(i, e)) => Err(format!(
+            "cannot preempt job {:?}: {e}",
+            world.job(decision.preemptions[i]).name
+        )),
+        Err(DecisionFault::Placement(i, e)) => {
             let why = match &e {
                 StateError::Infeasible { reason, .. } => describe(reason, world.cluster().spec()),
                 other => other.to_string(),
             };
-            format!("placement of job {:?} does not fit: {why}", job.name)
-        })?;
+            Err(format!(
+                "placement of job {:?} does not fit: {why}",
+                placements[i].0.name
+            ))
+        }
     }
-    Ok(())
 }

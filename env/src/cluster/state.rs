@@ -57,6 +57,16 @@ pub enum StateError {
     Infeasible { job: JobId, reason: Infeasible },
 }
 
+/// Why `ClusterState::try_decision` refused a decision: the victim's or placement's
+/// position, and what went wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DecisionFault {
+    #[error("victim {0}: {1}")]
+    Victim(usize, StateError),
+    #[error("placement {0}: {1}")]
+    Placement(usize, StateError),
+}
+
 #[derive(Debug, Clone)]
 pub struct ClusterState {
     spec: Arc<ClusterSpec>,
@@ -245,6 +255,84 @@ impl ClusterState {
             self.give_back_task(&alloc.task, t);
         }
         Ok(alloc)
+    }
+
+    /// Whether `victims` can all be preempted and then each of `placements` made, in order,
+    /// on this state. Tried in place and undone exactly: the free capacity of every node it
+    /// touches and the totals are saved first and written back, the running set restored, and
+    /// the index left alone (it is not read by these checks, and the state it indexes comes
+    /// back unchanged). So a check costs what the decision touches, not a copy of the cluster.
+    /// The error gives the victim's or placement's position.
+    pub fn try_decision(
+        &mut self,
+        victims: &[JobId],
+        placements: &[(&JobSpec, &[TaskPlacement])],
+    ) -> Result<(), DecisionFault> {
+        struct Saved {
+            node: NodeId,
+            cpu: u64,
+            mem: u64,
+            gpus: Vec<u16>,
+        }
+        let mut saved: Vec<Saved> = Vec::new();
+        let mut seen: std::collections::HashSet<NodeId, foldhash::fast::FixedState> =
+            std::collections::HashSet::default();
+        let totals = (self.allocated_cpu_milli, self.allocated_by_model.clone());
+        let deferred = std::mem::replace(&mut self.index_deferred, true);
+        let mut removed: Vec<Allocation> = Vec::with_capacity(victims.len());
+        let mut added: Vec<JobId> = Vec::with_capacity(placements.len());
+        let mut save = |state: &ClusterState, node: NodeId, saved: &mut Vec<Saved>| {
+            if node.index() < state.spec.nodes.len() && seen.insert(node) {
+                saved.push(Saved {
+                    node,
+                    cpu: state.cpu_free[node.index()],
+                    mem: state.mem_free[node.index()],
+                    gpus: state.gpu_free(node).to_vec(),
+                });
+            }
+        };
+        let mut result = Ok(());
+        for (i, v) in victims.iter().enumerate() {
+            if let Some(a) = self.running.get(v) {
+                for t in &a.tasks {
+                    save(self, t.node, &mut saved);
+                }
+            }
+            match self.preempt(*v) {
+                Ok(a) => removed.push(a),
+                Err(e) => {
+                    result = Err(DecisionFault::Victim(i, e));
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            for (i, (job, tasks)) in placements.iter().enumerate() {
+                for t in tasks.iter() {
+                    save(self, t.node, &mut saved);
+                }
+                if let Err(e) = self.allocate(job, tasks.to_vec()) {
+                    result = Err(DecisionFault::Placement(i, e));
+                    break;
+                }
+                added.push(job.id);
+            }
+        }
+        for id in added {
+            self.running.remove(&id);
+        }
+        for a in removed {
+            self.running.insert(a.job, a);
+        }
+        for s in saved {
+            let start = self.gpu_offset[s.node.index()] as usize;
+            self.gpu_free[start..start + s.gpus.len()].copy_from_slice(&s.gpus);
+            self.cpu_free[s.node.index()] = s.cpu;
+            self.mem_free[s.node.index()] = s.mem;
+        }
+        (self.allocated_cpu_milli, self.allocated_by_model) = totals;
+        self.index_deferred = deferred;
+        result
     }
 
     /// Frees everything a preemptible `job` holds (it goes back to the queue).
@@ -520,5 +608,113 @@ fn need(task: &TaskRequest, mask: u64) -> Need {
         cpu: task.cpu_milli,
         mem: task.mem_mib,
         mask,
+    }
+}
+
+#[cfg(test)]
+mod try_decision_tests {
+    use super::*;
+    use crate::cluster::tests::uniform;
+    use crate::cluster::{DecisionFault, StateError};
+    use crate::job::TaskRequest;
+    use crate::job::tests::job;
+    use crate::units::JobId;
+
+    /// Everything a check could disturb, in comparable form.
+    fn fingerprint(s: &ClusterState) -> String {
+        let nodes: Vec<_> = s
+            .spec()
+            .node_ids()
+            .map(|n| {
+                (
+                    s.gpu_free(n).to_vec(),
+                    s.cpu_free(n),
+                    s.mem_free(n),
+                    *s.index.key(n),
+                )
+            })
+            .collect();
+        let running: Vec<_> = s.running().map(|a| (a.job, a.tasks.clone())).collect();
+        format!(
+            "{nodes:?} {running:?} {} {}",
+            s.allocated_gpu_milli(),
+            s.allocated_cpu_milli()
+        )
+    }
+
+    #[test]
+    fn a_tried_decision_leaves_the_state_exactly_as_it_was() {
+        let mut state = ClusterState::new(Arc::new(uniform(3, 4, "V100", 32_000, 262_144)));
+        let mut jobs = Vec::new();
+        for (id, (node, gpus, preemptible)) in [
+            (0, vec![0u8, 1], true),
+            (1, vec![0], false),
+            (2, vec![2, 3], true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut j = job(
+                &format!("r{id}"),
+                0,
+                TaskRequest::whole(gpus.len() as u32, 1000, 1024),
+            );
+            j.id = JobId(id as u32);
+            j.preemptible = preemptible;
+            state
+                .allocate(
+                    &j,
+                    vec![TaskPlacement {
+                        node: NodeId(node),
+                        gpus,
+                    }],
+                )
+                .unwrap();
+            jobs.push(j);
+        }
+        state.check_invariants().unwrap();
+        let before = fingerprint(&state);
+        let mut new = job("p", 0, TaskRequest::whole(2, 1000, 1024));
+        new.id = JobId(9);
+        let on = |node: u32, gpus: Vec<u8>| {
+            vec![TaskPlacement {
+                node: NodeId(node),
+                gpus,
+            }]
+        };
+        // Fits only once victim 0 has left node 0's GPUs 0-1.
+        let ok = on(0, vec![0, 1]);
+        assert_eq!(state.try_decision(&[JobId(0)], &[(&new, &ok)]), Ok(()));
+        assert_eq!(fingerprint(&state), before);
+        // Without the victim it is refused, at placement 0.
+        assert!(matches!(
+            state.try_decision(&[], &[(&new, &ok)]),
+            Err(DecisionFault::Placement(0, StateError::Infeasible { .. }))
+        ));
+        assert_eq!(fingerprint(&state), before);
+        // A second placement double-booking the first's GPUs, after a victim left.
+        let mut other = new.clone();
+        other.id = JobId(10);
+        assert!(matches!(
+            state.try_decision(&[JobId(0)], &[(&new, &ok), (&other, &ok)]),
+            Err(DecisionFault::Placement(1, _))
+        ));
+        assert_eq!(fingerprint(&state), before);
+        // A non-preemptible victim after a good one, and an unknown node.
+        assert!(matches!(
+            state.try_decision(&[JobId(2), JobId(1)], &[]),
+            Err(DecisionFault::Victim(1, StateError::NotPreemptible(_)))
+        ));
+        assert_eq!(fingerprint(&state), before);
+        assert!(matches!(
+            state.try_decision(&[], &[(&new, &on(7, vec![0, 1]))]),
+            Err(DecisionFault::Placement(0, _))
+        ));
+        assert_eq!(fingerprint(&state), before);
+        state.check_invariants().unwrap();
+        // And the state still works: the decision applied for real.
+        state.preempt(JobId(0)).unwrap();
+        state.allocate(&new, ok).unwrap();
+        state.check_invariants().unwrap();
     }
 }
