@@ -335,6 +335,19 @@ impl ClusterState {
         result
     }
 
+    /// Gives every running job a new id (`new_id(old)`), as when the owner of the ids drops
+    /// those of jobs that left. `new_id` must keep distinct ids distinct.
+    pub fn renumber(&mut self, mut new_id: impl FnMut(JobId) -> JobId) {
+        let running = std::mem::take(&mut self.running);
+        self.running = running
+            .into_values()
+            .map(|mut a| {
+                a.job = new_id(a.job);
+                (a.job, a)
+            })
+            .collect();
+    }
+
     /// Frees everything a preemptible `job` holds (it goes back to the queue).
     pub fn preempt(&mut self, job: JobId) -> Result<Allocation, StateError> {
         match self.running.get(&job) {

@@ -270,15 +270,62 @@ impl World {
         self.departed > COMPACT_AFTER.max(self.job_ids.len())
     }
 
-    /// Rebuilds the world from its own snapshot, which drops the ids of jobs that left.
-    /// `nodes` are the nodes the world was built from.
-    pub fn compact(&mut self, nodes: &[proto::Node]) -> Result<(), DeltaError> {
-        let client_now = self.client_now;
-        let mut world = World::build(&self.export(nodes, String::new()))
-            .map_err(|e| DeltaError::Broken(format!("rebuilding from its own snapshot: {e}")))?;
-        world.client_now = client_now;
-        *self = world;
-        Ok(())
+    /// Drops the ids of jobs that left: the jobs still there keep their order (so submit
+    /// order and reservations stay as they were) and get ids without gaps.
+    pub fn compact(&mut self) {
+        let mut new_ids: Vec<u32> = vec![u32::MAX; self.jobs.len()];
+        let (mut jobs, mut runtime) = (Vec::new(), Vec::new());
+        let mut reserved = usize::MAX..0;
+        for (old, (mut spec, rt)) in std::mem::take(&mut self.jobs)
+            .into_iter()
+            .zip(std::mem::take(&mut self.runtime))
+            .enumerate()
+        {
+            let reservation = self.reserved.contains(&old);
+            if rt.state == JobState::Finished && !reservation {
+                continue;
+            }
+            let id = JobId(jobs.len() as u32);
+            if reservation {
+                reserved.start = reserved.start.min(id.index());
+                reserved.end = id.index() + 1;
+            }
+            new_ids[old] = id.0;
+            spec.id = id;
+            jobs.push(spec);
+            runtime.push(rt);
+        }
+        if reserved.start > reserved.end {
+            reserved = jobs.len()..jobs.len();
+        }
+        let renamed = |id: JobId| JobId(new_ids[id.index()]);
+        self.cluster.get_mut().renumber(renamed);
+        self.pending = self.pending.iter().map(|id| renamed(*id)).collect();
+        for id in self.job_ids.values_mut() {
+            *id = renamed(*id);
+        }
+        // Tenants and the fit cache only of what is still there, so a long session's memory
+        // follows its live jobs, however many names and shapes went by.
+        let (mut tenants, mut tenant_ids): (Vec<String>, Map<String, TenantId>) =
+            (Vec::new(), Map::default());
+        for spec in &mut jobs {
+            let name = &self.tenants[spec.tenant.index()];
+            spec.tenant = match tenant_ids.get(name) {
+                Some(t) => *t,
+                None => {
+                    let t = TenantId(tenants.len() as u32);
+                    tenants.push(name.clone());
+                    tenant_ids.insert(name.clone(), t);
+                    t
+                }
+            };
+        }
+        if self.fits.len() > COMPACT_AFTER {
+            self.fits.clear();
+        }
+        (self.jobs, self.runtime, self.reserved) = (jobs, runtime, reserved);
+        (self.tenants, self.tenant_ids) = (tenants, tenant_ids);
+        self.departed = 0;
     }
 
     /// The snapshot this world stands for, at its own clock: every running and pending job the
@@ -457,7 +504,8 @@ mod tests {
         // Compaction drops the departed ids and decides the same.
         let (_, before) = decide(&world);
         let live = world.live_jobs();
-        world.compact(&snap.nodes).unwrap();
+        world.compact();
+        world.cluster().check_invariants().unwrap();
         assert_eq!((world.departed(), world.live_jobs()), (0, live));
         assert_eq!(decide(&world).1, before);
         assert_eq!(
