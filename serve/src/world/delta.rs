@@ -275,7 +275,7 @@ impl World {
     pub fn compact(&mut self) {
         let mut new_ids: Vec<u32> = vec![u32::MAX; self.jobs.len()];
         let (mut jobs, mut runtime) = (Vec::new(), Vec::new());
-        let mut reserved = usize::MAX..0;
+        let mut reserved: Option<std::ops::Range<usize>> = None;
         for (old, (mut spec, rt)) in std::mem::take(&mut self.jobs)
             .into_iter()
             .zip(std::mem::take(&mut self.runtime))
@@ -287,17 +287,15 @@ impl World {
             }
             let id = JobId(jobs.len() as u32);
             if reservation {
-                reserved.start = reserved.start.min(id.index());
-                reserved.end = id.index() + 1;
+                let start = reserved.as_ref().map_or(id.index(), |r| r.start);
+                reserved = Some(start..id.index() + 1);
             }
             new_ids[old] = id.0;
             spec.id = id;
             jobs.push(spec);
             runtime.push(rt);
         }
-        if reserved.start > reserved.end {
-            reserved = jobs.len()..jobs.len();
-        }
+        let reserved = reserved.unwrap_or(jobs.len()..jobs.len());
         let renamed = |id: JobId| JobId(new_ids[id.index()]);
         self.cluster.get_mut().renumber(renamed);
         self.pending = self.pending.iter().map(|id| renamed(*id)).collect();
