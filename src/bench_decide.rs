@@ -57,6 +57,10 @@ pub struct Args {
     /// for every job left pending, metrics), the answer encoded; `bench serve` minus gRPC.
     #[arg(long)]
     engine: bool,
+    /// With `--engine`, also time this many session deltas per snapshot (each snapshot opens
+    /// a session, untimed; `SessionDriver` makes the deltas); 0: none.
+    #[arg(long, default_value_t = 50)]
+    session_deltas: usize,
 }
 
 /// What one way of deciding measured.
@@ -187,9 +191,13 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     let engine = if args.engine {
-        Some(engine_row(&snapshots, args.repeats)?)
+        let mut rows = vec![engine_row(&snapshots, args.repeats, 0)?];
+        if args.session_deltas > 0 {
+            rows.push(engine_row(&snapshots, 0, args.session_deltas)?);
+        }
+        rows
     } else {
-        None
+        Vec::new()
     };
     outln!(
         "model {} in process on synthetic snapshots of {} nodes ({}% of GPUs busy) and {} \
@@ -238,7 +246,7 @@ pub fn run(args: &Args) -> Result<()> {
             per(row.preemptions as f64)
         );
     }
-    if let Some(e) = engine {
+    for e in engine {
         e.print();
     }
     Ok(())
@@ -256,6 +264,8 @@ struct EngineRow {
     placements: usize,
     decisions: usize,
     baseline: String,
+    /// What one timed request is.
+    what: String,
 }
 
 impl EngineRow {
@@ -269,9 +279,10 @@ impl EngineRow {
         total.sort_by(f64::total_cmp);
         let n = self.decisions.max(1) as f64;
         outln!(
-            "service engine, routing baseline ({}), in process: request decoded, \
+            "service engine, routing baseline ({}), in process, {}: request decoded, \
              Engine::decide, answer encoded; medians, ms; {} decisions",
             self.baseline,
+            self.what,
             self.decisions
         );
         outln!(
@@ -300,9 +311,10 @@ impl EngineRow {
 }
 
 /// Times the service's heuristic arm (`Engine` with routing `baseline`, no model, no decision
-/// log) on the same synthetic snapshots, `repeats` times each, from request bytes to answer
-/// bytes.
-fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize) -> Result<EngineRow> {
+/// log) on the same synthetic snapshots, from request bytes to answer bytes: each snapshot
+/// `repeats` times whole, then (`deltas` > 0) a session opened on it, untimed, and `deltas`
+/// deltas from `SessionDriver`.
+fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize, deltas: usize) -> Result<EngineRow> {
     use lachesis_serve::proto::{DecideRequest, DecideResponse};
     use prost::Message;
     let cfg = lachesis_serve::ServeConfig {
@@ -315,6 +327,11 @@ fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize) -> Result<EngineRow
     };
     let mut row = EngineRow {
         baseline: cfg.baseline.clone(),
+        what: if deltas > 0 {
+            format!("sessions: each snapshot once, untimed, then {deltas} deltas")
+        } else {
+            "whole snapshots".into()
+        },
         ..EngineRow::default()
     };
     let metrics = std::sync::Arc::new(lachesis_serve::Metrics::new());
@@ -327,12 +344,40 @@ fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize) -> Result<EngineRow
         .build()
         .context("starting a tokio runtime")?;
     for (seed, snapshot) in snapshots {
-        let bytes = DecideRequest {
+        let session = format!("bench-{seed}");
+        let mut driver = None;
+        if deltas > 0 {
+            let opened: DecideResponse = runtime
+                .block_on(engine.decide(DecideRequest {
+                    snapshot: Some(snapshot.clone()),
+                    session: session.clone(),
+                    ..Default::default()
+                }))
+                .map_err(|e| anyhow::anyhow!("snapshot {seed}: the engine refused: {e}"))?;
+            let mut d = lachesis_serve::synthetic::SessionDriver::new(
+                snapshot,
+                snapshot.pending.len(),
+                1_000,
+                *seed,
+            );
+            d.answered(&opened);
+            driver = Some(d);
+        }
+        let whole = DecideRequest {
             snapshot: Some(snapshot.clone()),
             ..Default::default()
         }
         .encode_to_vec();
-        for _ in 0..repeats {
+        for _ in 0..repeats.max(deltas) {
+            let bytes = match driver.as_mut() {
+                Some(d) => DecideRequest {
+                    session: session.clone(),
+                    delta: Some(d.delta()),
+                    ..Default::default()
+                }
+                .encode_to_vec(),
+                None => whole.clone(),
+            };
             let started = Instant::now();
             let request =
                 DecideRequest::decode(bytes.as_slice()).context("decoding a synthetic request")?;
@@ -351,6 +396,9 @@ fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize) -> Result<EngineRow
             row.response_bytes += out.len();
             row.placements += response.placements.len();
             row.decisions += 1;
+            if let Some(d) = driver.as_mut() {
+                d.answered(&response);
+            }
         }
     }
     Ok(row)

@@ -566,41 +566,53 @@ impl Engine {
         let mode = self.cfg.routing.mode;
         Metrics::count(&self.metrics.arm_requests, "arm", mode.as_str());
         let mut shadow = None;
-        let (world, answer) = match mode {
-            RoutingMode::Baseline => self.chain_only(world, Vec::new()).await?,
-            RoutingMode::Model => {
-                let spare = spare(&world);
-                self.model_then_chain(world, spare).await?
-            }
-            RoutingMode::Shadow => {
-                let copy = world.clone();
-                let (model, base) = tokio::join!(
-                    self.model_then_chain(copy, Spare::None),
-                    self.chain_only(world, Vec::new())
-                );
-                let base = base?;
-                if let Ok((mworld, manswer)) = model {
-                    let agree = manswer.decision == base.1.decision;
-                    Metrics::count(
-                        &self.metrics.shadow_agreement,
-                        "agree",
-                        if agree { "true" } else { "false" },
-                    );
-                    let this = Arc::clone(self);
-                    let (id, arm) = (request_id.clone(), "shadow-model".to_string());
-                    shadow = Some(
-                        blocking(move || Ok(this.finish(mworld, manswer, &arm, &id, started).0))
-                            .await?,
-                    );
+        let (mut response, world) = if mode == RoutingMode::Baseline {
+            // The heuristic arm decides and answers in one blocking task (one thread hop).
+            let this = Arc::clone(self);
+            let id = request_id.clone();
+            blocking(move || {
+                let answer = this.run_chain(&world, Vec::new());
+                Ok(this.finish(world, answer, mode.as_str(), &id, started))
+            })
+            .await?
+        } else {
+            let (world, answer) = match mode {
+                RoutingMode::Baseline => self.chain_only(world, Vec::new()).await?,
+                RoutingMode::Model => {
+                    let spare = spare(&world);
+                    self.model_then_chain(world, spare).await?
                 }
-                base
-            }
-            RoutingMode::Ab => self.ab(world, &request_id).await?,
+                RoutingMode::Shadow => {
+                    let copy = world.clone();
+                    let (model, base) = tokio::join!(
+                        self.model_then_chain(copy, Spare::None),
+                        self.chain_only(world, Vec::new())
+                    );
+                    let base = base?;
+                    if let Ok((mworld, manswer)) = model {
+                        let agree = manswer.decision == base.1.decision;
+                        Metrics::count(
+                            &self.metrics.shadow_agreement,
+                            "agree",
+                            if agree { "true" } else { "false" },
+                        );
+                        let this = Arc::clone(self);
+                        let (id, arm) = (request_id.clone(), "shadow-model".to_string());
+                        shadow = Some(
+                            blocking(move || {
+                                Ok(this.finish(mworld, manswer, &arm, &id, started).0)
+                            })
+                            .await?,
+                        );
+                    }
+                    base
+                }
+                RoutingMode::Ab => self.ab(world, &request_id).await?,
+            };
+            let this = Arc::clone(self);
+            let id = request_id.clone();
+            blocking(move || Ok(this.finish(world, answer, mode.as_str(), &id, started))).await?
         };
-        let this = Arc::clone(self);
-        let id = request_id.clone();
-        let (mut response, world) =
-            blocking(move || Ok(this.finish(world, answer, mode.as_str(), &id, started))).await?;
         if let Some(state) = session.as_mut().and_then(|g| g.as_mut()) {
             state.world = world;
             state.revision += 1;

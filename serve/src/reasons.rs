@@ -5,7 +5,7 @@
 
 use crate::proto;
 use crate::world::World;
-use lachesis_env::cluster::{FitStrategy, Infeasible};
+use lachesis_env::cluster::Infeasible;
 use lachesis_env::job::TaskRequest;
 use lachesis_env::policy::Decision;
 use lachesis_env::units::JobId;
@@ -16,8 +16,10 @@ use std::collections::HashMap;
 pub fn pending_reasons(after: &World, decision: &Decision) -> Vec<proto::PendingReason> {
     // Placements are only looked for, never kept: the world's own state serves.
     let mut state = after.cluster_what_if();
-    let mut by_shape: HashMap<(u32, TaskRequest, Vec<String>), Option<Infeasible>> = HashMap::new();
-    let mut head: Option<JobId> = None;
+    // Per shape: why it does not fit (kind and message, worded once), or `None` if it does.
+    let mut by_shape: HashMap<(u32, TaskRequest, &[String]), Option<(&'static str, String)>> =
+        HashMap::new();
+    let mut head: Option<(JobId, String)> = None;
     let mut out = Vec::new();
     for id in after.pending() {
         if !after.is_real(id) {
@@ -33,35 +35,38 @@ pub fn pending_reasons(after: &World, decision: &Decision) -> Vec<proto::Pending
             });
             continue;
         }
-        let key = (job.tasks, job.task, job.gpu_types.clone());
-        let why = by_shape
-            .entry(key)
-            .or_insert_with(|| {
-                state
-                    .find_job_placement(job, FitStrategy::FirstFit)
-                    .map_or_else(|| state.explain(job), |_| None)
-            })
-            .clone();
+        let key = (job.tasks, job.task, job.gpu_types.as_slice());
+        let why = by_shape.entry(key).or_insert_with(|| {
+            // `explain` looks for a placement first: `None` when there is one.
+            state
+                .explain(job)
+                .map(|infeasible| (kind(&infeasible), infeasible.to_string()))
+        });
         let reason = match why {
-            Some(infeasible) => {
-                head.get_or_insert(id);
+            Some((kind, message)) => {
+                head.get_or_insert_with(|| {
+                    (
+                        id,
+                        format!(
+                            "fits now, but the policy holds it behind older job {:?}, which \
+                             does not fit yet",
+                            job.name
+                        ),
+                    )
+                });
                 proto::PendingReason {
                     job: job.name.clone(),
-                    kind: kind(&infeasible).into(),
-                    message: infeasible.to_string(),
+                    kind: (*kind).into(),
+                    message: message.clone(),
                     blocked_by: String::new(),
                 }
             }
-            None => match head {
-                Some(h) => proto::PendingReason {
+            None => match &head {
+                Some((h, message)) => proto::PendingReason {
                     job: job.name.clone(),
                     kind: "behind".into(),
-                    message: format!(
-                        "fits now, but the policy holds it behind older job {:?}, which does \
-                         not fit yet",
-                        after.job(h).name
-                    ),
-                    blocked_by: after.job(h).name.clone(),
+                    message: message.clone(),
+                    blocked_by: after.job(*h).name.clone(),
                 },
                 None => proto::PendingReason {
                     job: job.name.clone(),
