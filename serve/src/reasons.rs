@@ -11,14 +11,16 @@ use lachesis_env::policy::Decision;
 use lachesis_env::units::JobId;
 use std::collections::HashMap;
 
+/// A job's shape, as far as a reason goes: tasks, task, allowed GPU models.
+type Shape<'a> = (u32, TaskRequest, &'a [String]);
+
 /// The reason for every pending job of `after` (the world with `decision` applied); victims of
 /// `decision` are reported as preempted.
 pub fn pending_reasons(after: &World, decision: &Decision) -> Vec<proto::PendingReason> {
     // Placements are only looked for, never kept: the world's own state serves.
     let mut state = after.cluster_what_if();
     // Per shape: why it does not fit (kind and message, worded once), or `None` if it does.
-    let mut by_shape: HashMap<(u32, TaskRequest, &[String]), Option<(&'static str, String)>> =
-        HashMap::new();
+    let mut by_shape: HashMap<Shape<'_>, Option<(&'static str, String)>> = HashMap::new();
     let mut head: Option<(JobId, String)> = None;
     let mut out = Vec::new();
     for id in after.pending() {
