@@ -39,9 +39,11 @@ pub fn pending_reasons(after: &World, decision: &Decision) -> Vec<proto::Pending
         }
         let key = (job.tasks, job.task, job.gpu_types.as_slice());
         let why = by_shape.entry(key).or_insert_with(|| {
-            // `explain` looks for a placement first: `None` when there is one.
+            // `explain` looks for a placement first: `None` when there is one. Every pending
+            // job of a world fits its empty cluster (`World::build` and `apply_delta` refuse
+            // one that does not), so that is not asked again.
             state
-                .explain(job)
+                .explain_fitting_empty(job)
                 .map(|infeasible| (kind(&infeasible), infeasible.to_string()))
         });
         let reason = match why {
