@@ -34,6 +34,48 @@ struct Answer {
     fallbacks: Vec<proto::Fallback>,
 }
 
+/// What a request decides on, before its blocking work.
+enum Source {
+    /// A world built from the request's snapshot (logged as is).
+    Ready(World, Option<Arc<proto::Snapshot>>),
+    /// A session's world and the delta that moves it on; `base` opened the session.
+    Delta {
+        world: World,
+        delta: proto::SnapshotDelta,
+        base: Arc<proto::Snapshot>,
+    },
+}
+
+impl Source {
+    /// The world (on the blocking pool: a delta is CPU work) and, for the decision log, the
+    /// snapshot it stands for. A bad delta gives back the session's world unchanged; a broken
+    /// one gives none back (the caller must send a full snapshot).
+    fn materialize(
+        self,
+        logging: bool,
+    ) -> Result<(World, Option<Arc<proto::Snapshot>>), (Option<World>, Status)> {
+        match self {
+            Source::Ready(world, snapshot) => Ok((world, snapshot)),
+            Source::Delta {
+                mut world,
+                delta,
+                base,
+            } => match world.apply_delta(&delta) {
+                Ok(()) => {
+                    if world.wants_compaction() {
+                        world.compact();
+                    }
+                    let log =
+                        logging.then(|| Arc::new(world.export(&base.nodes, base.cluster.clone())));
+                    Ok((world, log))
+                }
+                Err(DeltaError::Invalid(e)) => Err((Some(world), invalid(e))),
+                Err(e @ DeltaError::Broken(_)) => Err((None, Status::internal(e.to_string()))),
+            },
+        }
+    }
+}
+
 /// What the chain decides on when the model's task keeps the world past its deadline.
 enum Spare {
     /// The request's snapshot, built again.
@@ -427,8 +469,7 @@ impl Engine {
         request: &mut proto::DecideRequest,
     ) -> Result<
         (
-            World,
-            Option<Arc<proto::Snapshot>>,
+            Source,
             Option<tokio::sync::OwnedMutexGuard<Option<Session>>>,
         ),
         Status,
@@ -449,7 +490,7 @@ impl Engine {
             let snapshot = snapshot.ok_or_else(|| Status::invalid_argument("snapshot: missing"))?;
             let snap = Arc::clone(&snapshot);
             let world = blocking(move || World::build(&snap).map_err(invalid)).await?;
-            return Ok((world, Some(snapshot), None));
+            return Ok((Source::Ready(world, Some(snapshot)), None));
         }
         let id = request.session.clone();
         let refused = |status: Status| {
@@ -470,7 +511,7 @@ impl Engine {
                     revision: 0,
                 });
                 Metrics::count(&self.metrics.session_requests, "kind", "snapshot");
-                Ok((world, Some(snapshot), Some(guard)))
+                Ok((Source::Ready(world, Some(snapshot)), Some(guard)))
             }
             (None, Some(delta)) => {
                 let lost = || {
@@ -496,35 +537,7 @@ impl Engine {
                     )))
                 })?;
                 let base = Arc::clone(&session.base);
-                let logging = self.log.is_some();
-                let moved = blocking(move || {
-                    let mut world = world;
-                    Ok(match world.apply_delta(&delta) {
-                        Ok(()) => {
-                            if world.wants_compaction() {
-                                world.compact();
-                            }
-                            let log = logging
-                                .then(|| Arc::new(world.export(&base.nodes, base.cluster.clone())));
-                            Ok((world, log))
-                        }
-                        Err(DeltaError::Invalid(e)) => Err((Some(world), invalid(e))),
-                        Err(e @ DeltaError::Broken(_)) => {
-                            Err((None, Status::internal(e.to_string())))
-                        }
-                    })
-                })
-                .await?;
-                match moved {
-                    Ok((world, log)) => {
-                        Metrics::count(&self.metrics.session_requests, "kind", "delta");
-                        Ok((world, log, Some(guard)))
-                    }
-                    Err((world, status)) => {
-                        session.world = world;
-                        Err(status)
-                    }
-                }
+                Ok((Source::Delta { world, delta, base }, Some(guard)))
             }
             (None, None) => Err(Status::invalid_argument(
                 "snapshot: missing (a session request carries a snapshot or a delta)",
@@ -548,7 +561,17 @@ impl Engine {
         Status,
     > {
         let started = Instant::now();
-        let (world, snapshot, mut session) = self.world_of(&mut request).await?;
+        let (source, mut session) = self.world_of(&mut request).await?;
+        let logging = self.log.is_some();
+        // A bad delta gives the session its world back unchanged; a failure leaves it none.
+        let refused = |session: &mut Option<tokio::sync::OwnedMutexGuard<Option<Session>>>,
+                       (world, status): (Option<World>, Status)| {
+            if let Some(state) = session.as_mut().and_then(|g| g.as_mut()) {
+                state.world = world;
+            }
+            status
+        };
+        let is_delta = matches!(source, Source::Delta { .. });
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
         let request_id = if request.request_id.is_empty() {
             format!("r{n}")
@@ -558,7 +581,7 @@ impl Engine {
         // What the chain decides on if the model keeps the world past its deadline: the
         // snapshot rebuilt, or for a delta (no snapshot) a copy made now.
         let on_session = session.is_some();
-        let spare = |world: &World| match &snapshot {
+        let spare = |world: &World, snapshot: &Option<Arc<proto::Snapshot>>| match snapshot {
             Some(s) => Spare::Rebuild(Arc::clone(s)),
             None if on_session => Spare::Copy(Box::new(world.clone())),
             None => Spare::None,
@@ -566,20 +589,28 @@ impl Engine {
         let mode = self.cfg.routing.mode;
         Metrics::count(&self.metrics.arm_requests, "arm", mode.as_str());
         let mut shadow = None;
-        let (mut response, world) = if mode == RoutingMode::Baseline {
-            // The heuristic arm decides and answers in one blocking task (one thread hop).
+        let (mut response, world, snapshot) = if mode == RoutingMode::Baseline {
+            // The heuristic arm moves the world, decides and answers in one blocking task
+            // (one thread hop).
             let this = Arc::clone(self);
             let id = request_id.clone();
-            blocking(move || {
-                let answer = this.run_chain(&world, Vec::new());
-                Ok(this.finish(world, answer, mode.as_str(), &id, started))
+            let done = blocking(move || {
+                Ok(source.materialize(logging).map(|(world, snapshot)| {
+                    let answer = this.run_chain(&world, Vec::new());
+                    let (response, world) = this.finish(world, answer, mode.as_str(), &id, started);
+                    (response, world, snapshot)
+                }))
             })
-            .await?
+            .await?;
+            done.map_err(|e| refused(&mut session, e))?
         } else {
+            let (world, snapshot) = blocking(move || Ok(source.materialize(logging)))
+                .await?
+                .map_err(|e| refused(&mut session, e))?;
             let (world, answer) = match mode {
                 RoutingMode::Baseline => self.chain_only(world, Vec::new()).await?,
                 RoutingMode::Model => {
-                    let spare = spare(&world);
+                    let spare = spare(&world, &snapshot);
                     self.model_then_chain(world, spare).await?
                 }
                 RoutingMode::Shadow => {
@@ -611,8 +642,14 @@ impl Engine {
             };
             let this = Arc::clone(self);
             let id = request_id.clone();
-            blocking(move || Ok(this.finish(world, answer, mode.as_str(), &id, started))).await?
+            let (response, world) =
+                blocking(move || Ok(this.finish(world, answer, mode.as_str(), &id, started)))
+                    .await?;
+            (response, world, snapshot)
         };
+        if is_delta {
+            Metrics::count(&self.metrics.session_requests, "kind", "delta");
+        }
         if let Some(state) = session.as_mut().and_then(|g| g.as_mut()) {
             state.world = world;
             state.revision += 1;

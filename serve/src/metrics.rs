@@ -46,8 +46,8 @@ pub struct Metrics {
     pub preemptions: Counter,
     /// Model passes (shortlist, features, scores) run by the model arm.
     pub model_passes: Counter,
-    /// Decide requests on a session, by kind: `snapshot` (opened or resynced), `delta`,
-    /// `refused` (unknown session, stale revision, or none free).
+    /// Decide requests on a session, by kind: `snapshot` (opened or resynced), `delta`
+    /// (answered), `refused` (unknown session, stale revision, or none free).
     pub session_requests: Family<Labels, Counter>,
     /// Sessions held.
     pub sessions: Gauge,

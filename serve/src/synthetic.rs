@@ -105,7 +105,9 @@ pub struct SessionDriver {
     now_ms: u64,
     step_ms: u64,
     queue: usize,
+    /// Running jobs, and where each sits in `running` (finishing one is a swap-remove).
     running: Vec<String>,
+    at: std::collections::HashMap<String, usize>,
     pending: std::collections::HashSet<String>,
     started_last: usize,
     revision: u64,
@@ -115,16 +117,22 @@ pub struct SessionDriver {
 impl SessionDriver {
     /// A driver for the session `snapshot` opens, keeping `queue` jobs pending.
     pub fn new(snapshot: &proto::Snapshot, queue: usize, step_ms: u64, seed: u64) -> Self {
+        let running: Vec<String> = snapshot
+            .running
+            .iter()
+            .filter_map(|r| r.job.as_ref().map(|j| j.id.clone()))
+            .collect();
         SessionDriver {
+            at: running
+                .iter()
+                .enumerate()
+                .map(|(i, j)| (j.clone(), i))
+                .collect(),
+            running,
             rng: StdRng::seed_from_u64(seed),
             now_ms: snapshot.now_ms,
             step_ms: step_ms.max(1),
             queue,
-            running: snapshot
-                .running
-                .iter()
-                .filter_map(|r| r.job.as_ref().map(|j| j.id.clone()))
-                .collect(),
             pending: snapshot.pending.iter().map(|j| j.id.clone()).collect(),
             started_last: 0,
             revision: 0,
@@ -134,20 +142,30 @@ impl SessionDriver {
 
     /// Takes in an answer: its placements run, its preemptions wait again.
     pub fn answered(&mut self, answer: &proto::DecideResponse) {
-        let stopped: std::collections::HashSet<&str> =
-            answer.preemptions.iter().map(String::as_str).collect();
-        if !stopped.is_empty() {
-            self.running.retain(|j| !stopped.contains(j.as_str()));
-            self.pending
-                .extend(answer.preemptions.iter().map(|j| j.to_string()));
+        for v in &answer.preemptions {
+            if let Some(k) = self.at.get(v).copied() {
+                let job = self.stop(k);
+                self.pending.insert(job);
+            }
         }
         for p in &answer.placements {
             if self.pending.remove(&p.job) {
+                self.at.insert(p.job.clone(), self.running.len());
                 self.running.push(p.job.clone());
             }
         }
         self.started_last = answer.placements.len();
         self.revision = answer.revision;
+    }
+
+    /// Takes the running job at `k` out (swap-remove, keeping `at` right).
+    fn stop(&mut self, k: usize) -> String {
+        let job = self.running.swap_remove(k);
+        self.at.remove(&job);
+        if let Some(moved) = self.running.get(k) {
+            self.at.insert(moved.clone(), k);
+        }
+        job
     }
 
     /// The next delta (see the type's description).
@@ -156,7 +174,7 @@ impl SessionDriver {
         let mut finished = Vec::with_capacity(self.started_last);
         for _ in 0..self.started_last.min(self.running.len()) {
             let k = self.rng.random_range(0..self.running.len());
-            finished.push(self.running.swap_remove(k));
+            finished.push(self.stop(k));
         }
         let mut submitted = Vec::new();
         while self.pending.len() + submitted.len() < self.queue {
