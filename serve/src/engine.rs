@@ -34,6 +34,10 @@ struct Answer {
     fallbacks: Vec<proto::Fallback>,
 }
 
+/// A request its source could not give a world for: the session's world to give back (a bad
+/// delta leaves it unchanged; `None` when it broke), and the status to answer.
+type Refusal = Box<(Option<World>, Status)>;
+
 /// What a request decides on, before its blocking work.
 enum Source {
     /// A world built from the request's snapshot (logged as is).
@@ -50,10 +54,7 @@ impl Source {
     /// The world (on the blocking pool: a delta is CPU work) and, for the decision log, the
     /// snapshot it stands for. A bad delta gives back the session's world unchanged; a broken
     /// one gives none back (the caller must send a full snapshot).
-    fn materialize(
-        self,
-        logging: bool,
-    ) -> Result<(World, Option<Arc<proto::Snapshot>>), (Option<World>, Status)> {
+    fn materialize(self, logging: bool) -> Result<(World, Option<Arc<proto::Snapshot>>), Refusal> {
         match self {
             Source::Ready(world, snapshot) => Ok((world, snapshot)),
             Source::Delta {
@@ -69,8 +70,10 @@ impl Source {
                         logging.then(|| Arc::new(world.export(&base.nodes, base.cluster.clone())));
                     Ok((world, log))
                 }
-                Err(DeltaError::Invalid(e)) => Err((Some(world), invalid(e))),
-                Err(e @ DeltaError::Broken(_)) => Err((None, Status::internal(e.to_string()))),
+                Err(DeltaError::Invalid(e)) => Err(Box::new((Some(world), invalid(e)))),
+                Err(e @ DeltaError::Broken(_)) => {
+                    Err(Box::new((None, Status::internal(e.to_string()))))
+                }
             },
         }
     }
@@ -565,7 +568,8 @@ impl Engine {
         let logging = self.log.is_some();
         // A bad delta gives the session its world back unchanged; a failure leaves it none.
         let refused = |session: &mut Option<tokio::sync::OwnedMutexGuard<Option<Session>>>,
-                       (world, status): (Option<World>, Status)| {
+                       refusal: Refusal| {
+            let (world, status) = *refusal;
             if let Some(state) = session.as_mut().and_then(|g| g.as_mut()) {
                 state.world = world;
             }
