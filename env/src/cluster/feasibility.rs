@@ -189,16 +189,22 @@ impl ClusterState {
         let mask = self.spec().model_mask(&job.gpu_types);
         let mut tasks: Vec<TaskPlacement> = Vec::with_capacity(job.tasks as usize);
         let mut ok = true;
-        for _ in 0..job.tasks {
+        // Each task but the last is taken while the next ones are looked for (no later task
+        // sees the last, so a single-task job changes nothing, not even the index).
+        let mut taken = 0;
+        for k in 0..job.tasks {
             let Some(t) = self.find_task_node(&job.task, mask, strategy) else {
                 ok = false;
                 break;
             };
-            self.take_task(&job.task, mask, &t)
-                .expect("the index found this task a fit");
+            if k + 1 < job.tasks {
+                self.take_task(&job.task, mask, &t)
+                    .expect("the index found this task a fit");
+                taken += 1;
+            }
             tasks.push(t);
         }
-        for t in tasks.iter().rev() {
+        for t in tasks[..taken].iter().rev() {
             self.give_back_task(&job.task, t);
         }
         ok.then_some(tasks)

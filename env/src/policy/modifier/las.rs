@@ -116,7 +116,8 @@ fn running_by_service(
         .filter(|a| a.preemptible && !exclude.contains(&a.job))
         .map(|a| (service(ctx, a.job), a.job))
         .collect();
-    running.sort_by(|a, b| b.cmp(a));
+    // Keys are distinct (job ids are), so an unstable sort gives the one order.
+    running.sort_unstable_by(|a, b| b.cmp(a));
     running
 }
 
