@@ -99,7 +99,7 @@ fn decide_all_the_way(world: &mut World) {
 fn mutate_delta(d: &mut proto::SnapshotDelta, names: &[String], op: u8, i: usize, v: u64) {
     let v32 = v.min(u64::from(u32::MAX)) as u32;
     let name = || {
-        if names.is_empty() || v % 5 == 0 {
+        if names.is_empty() || v.is_multiple_of(5) {
             format!("ghost-{v}")
         } else {
             names[i % names.len()].clone()
