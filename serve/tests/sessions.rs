@@ -197,8 +197,12 @@ async fn a_session_on_a_clock_younger_than_its_waits_answers_as_the_whole_snapsh
 /// Drives a session for ten deltas (with requeues and cancelled waiting jobs) and compares
 /// each answer with a session-less engine's on the whole snapshot the caller holds.
 async fn drive_against_whole_snapshots(snap: proto::Snapshot) {
-    let session = engine(config());
-    let stateless = engine(config());
+    drive_against_whole_snapshots_with(config(), snap).await;
+}
+
+async fn drive_against_whole_snapshots_with(cfg: ServeConfig, snap: proto::Snapshot) {
+    let session = engine(cfg.clone());
+    let stateless = engine(cfg);
     let mut mirror = Mirror::new(&snap);
     let mut driver = SessionDriver::new(&snap, 30, STEP_MS, 5);
 
@@ -760,4 +764,14 @@ async fn ab_and_shadow_routing_decide_a_delta_as_the_whole_snapshot() {
             assert_eq!(answer.fallbacks, reference.fallbacks, "{mode:?}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_learned_model_on_a_session_answers_as_on_the_whole_snapshot() {
+    let mut cfg = config();
+    cfg.model = "../models/default".into();
+    cfg.routing.mode = RoutingMode::Model;
+    let probe = engine(cfg.clone());
+    assert_eq!(probe.info().status, "serving", "{:?}", probe.info());
+    drive_against_whole_snapshots_with(cfg, opening(7)).await;
 }
