@@ -589,6 +589,11 @@ async fn closed_loop(
             samples
         });
     }
+    gather(running, started).await
+}
+
+/// The client tasks' samples merged, over the wall time since `started`.
+async fn gather(mut running: tokio::task::JoinSet<Samples>, started: Instant) -> Result<Samples> {
     let mut all = Samples::default();
     while let Some(done) = running.join_next().await {
         all.merge(done.context("a client task failed")?);
@@ -691,12 +696,7 @@ async fn session_loop(
             samples
         });
     }
-    let mut all = Samples::default();
-    while let Some(done) = running.join_next().await {
-        all.merge(done.context("a client task failed")?);
-    }
-    all.wall_s = started.elapsed().as_secs_f64();
-    Ok(all)
+    gather(running, started).await
 }
 
 /// Starts the service for `scenario` and drives its load; returns the service still running
