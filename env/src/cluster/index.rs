@@ -11,6 +11,7 @@
 
 use crate::units::NodeId;
 use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 /// A node's free capacity as the indexes see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,8 +79,11 @@ pub(crate) struct FreeIndex {
     keys: Vec<NodeKey>,
     /// Per model: (free GPU milli, free CPU, node).
     by_model: Vec<BTreeSet<(u32, u64, NodeId)>>,
-    /// All nodes: (free CPU, free memory, node).
-    by_cpu: BTreeSet<(u64, u64, NodeId)>,
+    /// All nodes: (free CPU, free memory, node). Only CPU-only tasks ask for this order, so
+    /// it is built on their first query and kept up to date from then on; a cluster that only
+    /// ever sees GPU tasks never pays for it (half the B-tree work of every release and
+    /// allocation, on the service's 1,000-node snapshots).
+    by_cpu: OnceLock<BTreeSet<(u64, u64, NodeId)>>,
 }
 
 impl FreeIndex {
@@ -100,14 +104,24 @@ impl FreeIndex {
             }
         }
         let by_model = per_model.into_iter().map(BTreeSet::from_iter).collect();
-        let by_cpu = ids().map(|(id, k)| (k.cpu, k.mem, id)).collect();
         FreeIndex {
             tree,
             size,
             keys,
             by_model,
-            by_cpu,
+            by_cpu: OnceLock::new(),
         }
+    }
+
+    /// The CPU-only order, built now if no query asked for it before.
+    fn by_cpu(&self) -> &BTreeSet<(u64, u64, NodeId)> {
+        self.by_cpu.get_or_init(|| {
+            self.keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.cpu, k.mem, NodeId(i as u32)))
+                .collect()
+        })
     }
 
     pub fn key(&self, node: NodeId) -> &NodeKey {
@@ -123,8 +137,10 @@ impl FreeIndex {
             self.by_model[m].remove(&(old.total_milli, old.cpu, node));
             self.by_model[m].insert((new.total_milli, new.cpu, node));
         }
-        self.by_cpu.remove(&(old.cpu, old.mem, node));
-        self.by_cpu.insert((new.cpu, new.mem, node));
+        if let Some(by_cpu) = self.by_cpu.get_mut() {
+            by_cpu.remove(&(old.cpu, old.mem, node));
+            by_cpu.insert((new.cpu, new.mem, node));
+        }
         let mut i = self.size + node.index();
         self.tree[i] = new;
         while i > 1 {
@@ -160,7 +176,7 @@ impl FreeIndex {
     pub fn ascending<'a>(&'a self, need: &'a Need) -> Box<dyn Iterator<Item = NodeId> + 'a> {
         if need.gpus == 0 {
             let it = self
-                .by_cpu
+                .by_cpu()
                 .range((need.cpu, need.mem, NodeId(0))..)
                 .map(|k| k.2);
             return Box::new(it.filter(move |n| need.admits(&self.keys[n.index()])));
@@ -186,7 +202,7 @@ impl FreeIndex {
     /// tasks by most free CPU. Callers check each candidate exactly.
     pub fn descending<'a>(&'a self, need: &'a Need) -> Box<dyn Iterator<Item = NodeId> + 'a> {
         if need.gpus == 0 {
-            let it = self.by_cpu.iter().rev().map(|k| k.2);
+            let it = self.by_cpu().iter().rev().map(|k| k.2);
             return Box::new(it.filter(move |n| need.admits(&self.keys[n.index()])));
         }
         let mut sets: Vec<_> = self
@@ -214,7 +230,7 @@ impl FreeIndex {
         fresh.keys == self.keys
             && fresh.tree == self.tree
             && fresh.by_model == self.by_model
-            && fresh.by_cpu == self.by_cpu
+            && self.by_cpu.get().is_none_or(|b| b == fresh.by_cpu())
     }
 }
 

@@ -731,3 +731,62 @@ mod try_decision_tests {
         state.check_invariants().unwrap();
     }
 }
+
+#[cfg(test)]
+mod lazy_cpu_order_tests {
+    use super::*;
+    use crate::cluster::FitStrategy;
+    use crate::cluster::tests::uniform;
+    use crate::job::tests::job;
+
+    /// The CPU-only order is built on the first CPU-only query and kept up to date after:
+    /// placements asked before, between and after match a state built afresh.
+    #[test]
+    fn cpu_only_placements_see_every_change_before_and_after_their_order_is_built() {
+        let spec = Arc::new(uniform(4, 4, "V100", 32_000, 262_144));
+        let mut state = ClusterState::new(Arc::clone(&spec));
+        let mut placed: Vec<(JobSpec, Vec<TaskPlacement>)> = Vec::new();
+        let mut next = 0u32;
+        let mut run = |state: &mut ClusterState, gpus: u32, cpu: u64| {
+            let mut j = job(&format!("j{next}"), 0, TaskRequest::whole(gpus, cpu, 1024));
+            j.id = JobId(next);
+            next += 1;
+            let tasks = state.find_job_placement(&j, FitStrategy::BestFit).unwrap();
+            state.allocate(&j, tasks.clone()).unwrap();
+            (j, tasks)
+        };
+        let cpu_only = job("c", 0, TaskRequest::whole(0, 6_000, 1024));
+        let fresh = |placed: &[(JobSpec, Vec<TaskPlacement>)]| {
+            let mut s = ClusterState::new(Arc::clone(&spec));
+            s.allocate_many(placed.iter().map(|(j, t)| (j, t.clone())))
+                .unwrap();
+            s
+        };
+        // GPU jobs change CPU before any CPU-only query.
+        for (g, c) in [(2, 20_000), (1, 4_000), (4, 30_000)] {
+            placed.push(run(&mut state, g, c));
+        }
+        let want = fresh(&placed).find_job_placement(&cpu_only, FitStrategy::BestFit);
+        assert_eq!(
+            state.find_job_placement(&cpu_only, FitStrategy::BestFit),
+            want
+        );
+        state.check_invariants().unwrap();
+        // Changes after the order exists, releases included.
+        placed.push(run(&mut state, 1, 10_000));
+        let (gone, _) = placed.remove(0);
+        state.release(gone.id).unwrap();
+        placed.push(run(&mut state, 0, 9_000));
+        state.check_invariants().unwrap();
+        let want = fresh(&placed).find_job_placement(&cpu_only, FitStrategy::BestFit);
+        assert_eq!(
+            state.find_job_placement(&cpu_only, FitStrategy::BestFit),
+            want
+        );
+        let want = fresh(&placed).find_job_placement(&cpu_only, FitStrategy::WorstFit);
+        assert_eq!(
+            state.find_job_placement(&cpu_only, FitStrategy::WorstFit),
+            want
+        );
+    }
+}
