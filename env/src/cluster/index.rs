@@ -149,6 +149,34 @@ impl FreeIndex {
         }
     }
 
+    /// Every node that admits `need`, in id order: the nodes repeated `first_fit` calls would
+    /// give, in one walk of the tree (each call would descend from the root again).
+    pub fn fitting(&self, need: Need) -> impl Iterator<Item = NodeId> + '_ {
+        // Tree positions still to visit, leftmost on top.
+        let mut stack: Vec<usize> =
+            Vec::with_capacity(2 * (self.size.trailing_zeros() as usize + 1));
+        if !self.keys.is_empty() {
+            stack.push(1);
+        }
+        std::iter::from_fn(move || {
+            while let Some(at) = stack.pop() {
+                if !need.admits(&self.tree[at]) {
+                    continue;
+                }
+                if at >= self.size {
+                    let leaf = at - self.size;
+                    if leaf < self.keys.len() {
+                        return Some(NodeId(leaf as u32));
+                    }
+                    continue;
+                }
+                stack.push(2 * at + 1);
+                stack.push(2 * at);
+            }
+            None
+        })
+    }
+
     /// The leftmost node with id >= `from` that admits `need` (first-fit).
     pub fn first_fit(&self, need: &Need, from: usize) -> Option<NodeId> {
         if from >= self.keys.len() {
@@ -236,4 +264,57 @@ impl FreeIndex {
 
 fn model_of(k: &NodeKey) -> Option<usize> {
     (k.model_bit != 0).then(|| k.model_bit.trailing_zeros() as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fitting` walks the tree once and gives exactly the nodes repeated `first_fit` calls
+    /// give, in the same order, over many random clusters (sizes around powers of two) and
+    /// needs, after updates too.
+    #[test]
+    fn fitting_is_repeated_first_fit_in_one_walk() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..300 {
+            let nodes = [0, 1, 2, 3, 7, 8, 9, 31, 33, 100][round % 10];
+            let key = |r: &mut dyn FnMut(u64) -> u64| NodeKey {
+                whole: r(9) as u32,
+                max_milli: r(1001) as u32,
+                total_milli: r(8001) as u32,
+                cpu: r(64_000),
+                mem: r(1 << 20),
+                model_bit: [0, 1, 2, 4][r(4) as usize],
+            };
+            let keys: Vec<NodeKey> = (0..nodes).map(|_| key(&mut rnd)).collect();
+            let mut index = FreeIndex::new(keys, 3);
+            for _ in 0..3 {
+                let need = Need {
+                    gpus: rnd(5) as u32,
+                    milli: [250, 500, 1000][rnd(3) as usize],
+                    cpu: rnd(32_000),
+                    mem: rnd(1 << 19),
+                    mask: rnd(8),
+                };
+                let mut want = Vec::new();
+                let mut from = 0;
+                while let Some(n) = index.first_fit(&need, from) {
+                    want.push(n);
+                    from = n.index() + 1;
+                }
+                let got: Vec<NodeId> = index.fitting(need).collect();
+                assert_eq!(got, want, "round {round}, {nodes} nodes, {need:?}");
+                if nodes > 0 {
+                    let n = NodeId(rnd(nodes as u64) as u32);
+                    index.update(n, key(&mut rnd));
+                }
+            }
+        }
+    }
 }

@@ -419,13 +419,7 @@ impl ClusterState {
         task: &TaskRequest,
         mask: u64,
     ) -> impl Iterator<Item = NodeId> + 'a {
-        let need = need(task, mask);
-        let mut from = 0;
-        std::iter::from_fn(move || {
-            let n = self.index.first_fit(&need, from)?;
-            from = n.index() + 1;
-            Some(n)
-        })
+        self.index.fitting(need(task, mask))
     }
 
     /// Takes one task's resources (public to the crate for tentative planning).
