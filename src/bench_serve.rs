@@ -212,6 +212,8 @@ struct Samples {
     fell_back: usize,
     /// Jobs the answers placed (kube-scheduler's benchmarks count pods scheduled per second).
     placed: usize,
+    /// Running jobs the answers preempted.
+    preempted: usize,
     errors: usize,
     first_error: Option<String>,
     /// Who decided, with counts, in the order first seen.
@@ -225,6 +227,7 @@ impl Samples {
         self.decision_us.push(answer.decision_us as f64);
         self.fell_back += usize::from(!answer.fallbacks.is_empty());
         self.placed += answer.placements.len();
+        self.preempted += answer.preemptions.len();
         match self
             .deciders
             .iter_mut()
@@ -245,6 +248,7 @@ impl Samples {
         self.decision_us.extend(other.decision_us);
         self.fell_back += other.fell_back;
         self.placed += other.placed;
+        self.preempted += other.preempted;
         self.errors += other.errors;
         if self.first_error.is_none() {
             self.first_error = other.first_error;
@@ -735,6 +739,14 @@ fn run_scenario(
 /// What `samples` says about who decided, when it is worth a line.
 fn note(scenario: &Scenario, samples: &Samples) -> Option<String> {
     let mut parts = Vec::new();
+    let answers = samples.latency_ms.len();
+    if answers > 0 {
+        parts.push(format!(
+            "per answer {:.1} placed, {:.1} preempted",
+            samples.placed as f64 / answers as f64,
+            samples.preempted as f64 / answers as f64
+        ));
+    }
     if scenario.model.is_some() || samples.fell_back > 0 {
         let deciders: Vec<String> = samples
             .deciders
