@@ -369,18 +369,21 @@ fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize, deltas: usize) -> R
         }
         .encode_to_vec();
         for _ in 0..repeats.max(deltas) {
-            let bytes = match driver.as_mut() {
-                Some(d) => DecideRequest {
-                    session: session.clone(),
-                    delta: Some(d.delta()),
-                    ..Default::default()
+            let delta_bytes;
+            let bytes: &[u8] = match driver.as_mut() {
+                Some(d) => {
+                    delta_bytes = DecideRequest {
+                        session: session.clone(),
+                        delta: Some(d.delta()),
+                        ..Default::default()
+                    }
+                    .encode_to_vec();
+                    &delta_bytes
                 }
-                .encode_to_vec(),
-                None => whole.clone(),
+                None => &whole,
             };
             let started = Instant::now();
-            let request =
-                DecideRequest::decode(bytes.as_slice()).context("decoding a synthetic request")?;
+            let request = DecideRequest::decode(bytes).context("decoding a synthetic request")?;
             let decoded = Instant::now();
             let response: DecideResponse = runtime
                 .block_on(engine.decide(request))

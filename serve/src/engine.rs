@@ -40,8 +40,10 @@ type Refusal = Box<(Option<World>, Status)>;
 
 /// What a request decides on, before its blocking work.
 enum Source {
-    /// A world built from the request's snapshot (logged as is).
-    Ready(World, Option<Arc<proto::Snapshot>>),
+    /// A request's snapshot, to build (logged as is).
+    Build(Arc<proto::Snapshot>),
+    /// A world already built from the request's snapshot (a session's opening).
+    Ready(World, Arc<proto::Snapshot>),
     /// A session's world and the delta that moves it on; `base` opened the session.
     Delta {
         world: World,
@@ -56,7 +58,11 @@ impl Source {
     /// one gives none back (the caller must send a full snapshot).
     fn materialize(self, logging: bool) -> Result<(World, Option<Arc<proto::Snapshot>>), Refusal> {
         match self {
-            Source::Ready(world, snapshot) => Ok((world, snapshot)),
+            Source::Build(snapshot) => match World::build(&snapshot) {
+                Ok(world) => Ok((world, Some(snapshot))),
+                Err(e) => Err(Box::new((None, invalid(e)))),
+            },
+            Source::Ready(world, snapshot) => Ok((world, Some(snapshot))),
             Source::Delta {
                 mut world,
                 delta,
@@ -479,11 +485,6 @@ impl Engine {
     > {
         let snapshot = request.snapshot.take().map(Arc::new);
         let delta = request.delta.take();
-        if snapshot.is_some() && delta.is_some() {
-            return Err(Status::invalid_argument(
-                "delta: send a snapshot or a delta, not both",
-            ));
-        }
         if request.session.is_empty() {
             if delta.is_some() {
                 return Err(Status::invalid_argument(
@@ -491,9 +492,8 @@ impl Engine {
                 ));
             }
             let snapshot = snapshot.ok_or_else(|| Status::invalid_argument("snapshot: missing"))?;
-            let snap = Arc::clone(&snapshot);
-            let world = blocking(move || World::build(&snap).map_err(invalid)).await?;
-            return Ok((Source::Ready(world, Some(snapshot)), None));
+            // Built in the blocking task that decides.
+            return Ok((Source::Build(snapshot), None));
         }
         let id = request.session.clone();
         let refused = |status: Status| {
@@ -514,7 +514,7 @@ impl Engine {
                     revision: 0,
                 });
                 Metrics::count(&self.metrics.session_requests, "kind", "snapshot");
-                Ok((Source::Ready(world, Some(snapshot)), Some(guard)))
+                Ok((Source::Ready(world, snapshot), Some(guard)))
             }
             (None, Some(delta)) => {
                 let lost = || {
@@ -611,38 +611,33 @@ impl Engine {
             let (world, snapshot) = blocking(move || Ok(source.materialize(logging)))
                 .await?
                 .map_err(|e| refused(&mut session, e))?;
-            let (world, answer) = match mode {
-                RoutingMode::Baseline => self.chain_only(world, Vec::new()).await?,
-                RoutingMode::Model => {
-                    let spare = spare(&world, &snapshot);
-                    self.model_then_chain(world, spare).await?
-                }
-                RoutingMode::Shadow => {
-                    let copy = world.clone();
-                    let (model, base) = tokio::join!(
-                        self.model_then_chain(copy, Spare::None),
-                        self.chain_only(world, Vec::new())
+            let (world, answer) = if mode == RoutingMode::Model {
+                let spare = spare(&world, &snapshot);
+                self.model_then_chain(world, spare).await?
+            } else if mode == RoutingMode::Shadow {
+                let copy = world.clone();
+                let (model, base) = tokio::join!(
+                    self.model_then_chain(copy, Spare::None),
+                    self.chain_only(world, Vec::new())
+                );
+                let base = base?;
+                if let Ok((mworld, manswer)) = model {
+                    let agree = manswer.decision == base.1.decision;
+                    Metrics::count(
+                        &self.metrics.shadow_agreement,
+                        "agree",
+                        if agree { "true" } else { "false" },
                     );
-                    let base = base?;
-                    if let Ok((mworld, manswer)) = model {
-                        let agree = manswer.decision == base.1.decision;
-                        Metrics::count(
-                            &self.metrics.shadow_agreement,
-                            "agree",
-                            if agree { "true" } else { "false" },
-                        );
-                        let this = Arc::clone(self);
-                        let (id, arm) = (request_id.clone(), "shadow-model".to_string());
-                        shadow = Some(
-                            blocking(move || {
-                                Ok(this.finish(mworld, manswer, &arm, &id, started).0)
-                            })
+                    let this = Arc::clone(self);
+                    let (id, arm) = (request_id.clone(), "shadow-model".to_string());
+                    shadow = Some(
+                        blocking(move || Ok(this.finish(mworld, manswer, &arm, &id, started).0))
                             .await?,
-                        );
-                    }
-                    base
+                    );
                 }
-                RoutingMode::Ab => self.ab(world, &request_id).await?,
+                base
+            } else {
+                self.ab(world, &request_id).await?
             };
             let this = Arc::clone(self);
             let id = request_id.clone();

@@ -68,12 +68,7 @@ impl Sessions {
                 "session: longer than {MAX_NAME_BYTES} bytes"
             )));
         }
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        // A slot held by a request (count above 1) is in use, however old its last use.
-        map.retain(|_, e| {
-            Arc::strong_count(&e.slot) > 1 || now.duration_since(e.last_used) < self.ttl
-        });
+        let (mut map, now) = self.pruned();
         let slot = match map.get_mut(id) {
             Some(e) => {
                 e.last_used = now;
@@ -119,16 +114,23 @@ impl Sessions {
     /// opened, expired or evicted. Never makes one, so a stream of deltas on a lost session
     /// cannot push live sessions out.
     pub fn get(&self, id: &str, metrics: &Metrics) -> Option<Slot> {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        map.retain(|_, e| {
-            Arc::strong_count(&e.slot) > 1 || now.duration_since(e.last_used) < self.ttl
-        });
+        let (mut map, now) = self.pruned();
         metrics.sessions.set(map.len() as i64);
         map.get_mut(id).map(|e| {
             e.last_used = now;
             Arc::clone(&e.slot)
         })
+    }
+
+    /// The map, locked, with expired idle sessions dropped; and the time that judged them.
+    fn pruned(&self) -> (std::sync::MutexGuard<'_, HashMap<String, Entry>>, Instant) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        // A slot held by a request (count above 1) is in use, however old its last use.
+        map.retain(|_, e| {
+            Arc::strong_count(&e.slot) > 1 || now.duration_since(e.last_used) < self.ttl
+        });
+        (map, now)
     }
 
     /// Sessions held now.

@@ -5,7 +5,7 @@
 //! A delta is checked whole before anything changes, so a bad one leaves the world as it was
 //! and its error names the field (`delta.submitted[2].wait_ms`).
 
-use super::{EntryPath, Map, World, job_spec, unfit};
+use super::{EntryPath, Map, World, intern, job_spec, unfit};
 use crate::proto;
 use lachesis_env::cluster::{ClusterState, FitStrategy};
 use lachesis_env::policy::{JobRuntime, JobState};
@@ -220,15 +220,7 @@ impl World {
         for (mut spec, job) in submitted {
             let id = JobId(self.jobs.len() as u32);
             spec.id = id;
-            spec.tenant = match self.tenant_ids.get(&job.tenant) {
-                Some(t) => *t,
-                None => {
-                    let t = TenantId(self.tenants.len() as u32);
-                    self.tenants.push(job.tenant.clone());
-                    self.tenant_ids.insert(job.tenant.clone(), t);
-                    t
-                }
-            };
+            spec.tenant = intern(&mut self.tenants, &mut self.tenant_ids, &job.tenant);
             self.newest_submit = self.newest_submit.max(spec.submit);
             self.job_ids.insert(spec.name.clone(), id);
             self.runtime.push(JobRuntime {
@@ -307,16 +299,11 @@ impl World {
         let (mut tenants, mut tenant_ids): (Vec<String>, Map<String, TenantId>) =
             (Vec::new(), Map::default());
         for spec in &mut jobs {
-            let name = &self.tenants[spec.tenant.index()];
-            spec.tenant = match tenant_ids.get(name) {
-                Some(t) => *t,
-                None => {
-                    let t = TenantId(tenants.len() as u32);
-                    tenants.push(name.clone());
-                    tenant_ids.insert(name.clone(), t);
-                    t
-                }
-            };
+            spec.tenant = intern(
+                &mut tenants,
+                &mut tenant_ids,
+                &self.tenants[spec.tenant.index()],
+            );
         }
         if self.fits.len() > COMPACT_AFTER {
             self.fits.clear();

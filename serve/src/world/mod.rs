@@ -147,15 +147,7 @@ impl World {
         for i in order {
             let e = &entries[i];
             let id = JobId(jobs.len() as u32);
-            let tenant = match tenant_ids.get(&e.job.tenant) {
-                Some(t) => *t,
-                None => {
-                    let t = TenantId(tenants.len() as u32);
-                    tenants.push(e.job.tenant.clone());
-                    tenant_ids.insert(e.job.tenant.clone(), t);
-                    t
-                }
-            };
+            let tenant = intern(&mut tenants, &mut tenant_ids, &e.job.tenant);
             let spec_job = job_spec(e.job, e.path, id, tenant, now)?;
             if job_ids.insert(e.job.id.clone(), id).is_some() {
                 return Err(bad(
@@ -491,6 +483,17 @@ impl World {
                 .collect(),
         }
     }
+}
+
+/// The id of tenant `name`, added on first sight.
+fn intern(tenants: &mut Vec<String>, ids: &mut Map<String, TenantId>, name: &str) -> TenantId {
+    if let Some(t) = ids.get(name) {
+        return *t;
+    }
+    let t = TenantId(tenants.len() as u32);
+    tenants.push(name.to_string());
+    ids.insert(name.to_string(), t);
+    t
 }
 
 /// A pending job that fits no node even when the cluster is empty.
