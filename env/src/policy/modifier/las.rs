@@ -110,15 +110,43 @@ fn running_by_service(
     planner: &Planner<'_>,
     exclude: &[JobId],
 ) -> Vec<(u128, JobId)> {
-    let mut running: Vec<(u128, JobId)> = planner
-        .state()
-        .running()
-        .filter(|a| a.preemptible && !exclude.contains(&a.job))
-        .map(|a| (service(ctx, a.job), a.job))
-        .collect();
+    ranked(
+        planner
+            .state()
+            .running()
+            .filter(|a| a.preemptible && !exclude.contains(&a.job))
+            .map(|a| (service(ctx, a.job), a.job))
+            .collect(),
+    )
+}
+
+/// `running`, most served first (ties: the later job first).
+fn ranked(mut running: Vec<(u128, JobId)>) -> Vec<(u128, JobId)> {
     // Keys are distinct (job ids are), so an unstable sort gives the one order.
     running.sort_unstable_by(|a, b| b.cmp(a));
     running
+}
+
+impl LasPreempt {
+    /// `running_by_service` without the jobs of queue `least` or below: the same order,
+    /// only the part a job of queue `least` or above could preempt.
+    fn running_above(
+        &self,
+        ctx: &DecisionContext<'_>,
+        planner: &Planner<'_>,
+        exclude: &[JobId],
+        least: usize,
+    ) -> Vec<(u128, JobId)> {
+        ranked(
+            planner
+                .state()
+                .running()
+                .filter(|a| a.preemptible && !exclude.contains(&a.job))
+                .map(|a| (service(ctx, a.job), a.job))
+                .filter(|(s, _)| self.queue(*s) > least)
+                .collect(),
+        )
+    }
 }
 
 /// A job's attained service so far, current run included, milli-GPU x ms.
@@ -145,16 +173,22 @@ impl Modifier for LasPreempt {
         rest: &[JobId],
         decision: &mut Decision,
     ) {
-        let mut running = running_by_service(ctx, planner, &decision.preemptions);
-        let Some(top) = running.first().map(|(s, _)| self.queue(*s)) else {
-            return;
-        };
         let mut waiting: Vec<(usize, JobId)> = rest
             .iter()
             .filter(|id| !placed(decision, **id))
             .map(|id| (self.queue(service(ctx, *id)), *id))
             .collect();
         waiting.sort_by_key(|(q, _)| *q);
+        // A job preempts only a strictly more served queue, so a running job no more served
+        // than the least served waiting job's queue is nobody's victim: leave it unranked
+        // (most of a busy cluster, on a call where few jobs wait).
+        let Some(least) = waiting.first().map(|(q, _)| *q) else {
+            return;
+        };
+        let mut running = self.running_above(ctx, planner, &decision.preemptions, least);
+        let Some(top) = running.first().map(|(s, _)| self.queue(*s)) else {
+            return;
+        };
         for (q, id) in waiting {
             if q >= top {
                 break;
