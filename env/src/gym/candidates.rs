@@ -612,6 +612,8 @@ fn candidates_in(
         tiresias,
         featurizer.jobs_considered,
     );
+    // Sized for every proposer's answer for each job considered: no rehash on the way.
+    let answers = proposers.kinds.len() * featurizer.jobs_considered;
     let mut walk = Walk {
         ctx,
         planner,
@@ -621,8 +623,11 @@ fn candidates_in(
         limit,
         max_gpus_per_node,
         candidates: Vec::new(),
-        answers: FastMap::default(),
-        preemptions: FastMap::default(),
+        answers: FastMap::with_capacity_and_hasher(answers, Default::default()),
+        preemptions: FastMap::with_capacity_and_hasher(
+            featurizer.jobs_considered,
+            Default::default(),
+        ),
         pools: VictimPools::new(&taken.preempted),
     };
     // Each third walks its ranking until its quota of jobs with a candidate is met: like

@@ -8,6 +8,10 @@ use crate::units::{JobId, SimTime, TenantId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// The predictor's maps: small fixed-size keys, looked up for every pending job whenever a job
+/// has finished; foldhash's fixed state is deterministic and several times cheaper than SipHash.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
 /// What the predictor answers before any job has finished: one hour. Every job then gets the
 /// same guess, so duration orderings start out as FIFO.
 pub const PRIOR_DURATION: SimTime = SimTime::from_secs(3600);
@@ -32,18 +36,20 @@ fn shape(job: &JobSpec) -> Shape {
 struct LogMean {
     count: u64,
     sum_ln_ms: f64,
+    /// The geometric mean of what was added, once anything was (kept: read far more often
+    /// than added to).
+    mean: Option<SimTime>,
 }
 
 impl LogMean {
     fn add(&mut self, d: SimTime) {
         self.count += 1;
         self.sum_ln_ms += (d.ms().max(1) as f64).ln();
+        let ms = (self.sum_ln_ms / self.count as f64).exp();
+        self.mean = Some(SimTime(ms.round() as u64));
     }
     fn mean(&self) -> Option<SimTime> {
-        (self.count > 0).then(|| {
-            let ms = (self.sum_ln_ms / self.count as f64).exp();
-            SimTime(ms.round() as u64)
-        })
+        self.mean
     }
 }
 
@@ -56,11 +62,11 @@ impl LogMean {
 /// preemption), never the trace's true duration.
 #[derive(Debug, Clone, Default)]
 pub struct DurationPredictor {
-    by_tenant_shape: HashMap<(TenantId, Shape), LogMean>,
-    by_shape: HashMap<Shape, LogMean>,
+    by_tenant_shape: FastMap<(TenantId, Shape), LogMean>,
+    by_shape: FastMap<Shape, LogMean>,
     global: LogMean,
     /// Jobs already learned from, so that a context shown twice is not counted twice.
-    learned: HashSet<JobId>,
+    learned: HashSet<JobId, foldhash::fast::FixedState>,
 }
 
 impl DurationPredictor {
