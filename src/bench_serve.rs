@@ -837,6 +837,7 @@ fn soak(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
     let stats = Stats::of(&samples);
     let growth = growth_mib_per_min(&rss);
     let flat = growth.map(|g| g < FLAT_MIB_PER_MIN);
+    let spread = growth_ci95_mib_per_min(&rss);
     print_header();
     print_row(
         &scenario.name,
@@ -864,7 +865,10 @@ fn soak(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
          least-squares: {})",
         growth.map_or_else(
             || "not measured (needs samples past 60 s)".to_string(),
-            |g| format!("{g:+.3} MiB/min")
+            |g| match spread {
+                Some(h) => format!("{g:+.3} MiB/min, 95% CI {:+.3} to {:+.3}", g - h, g + h),
+                None => format!("{g:+.3} MiB/min"),
+            }
         ),
         match flat {
             Some(true) => "met",
@@ -872,6 +876,17 @@ fn soak(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
             None => "not judged",
         }
     );
+    let means = minute_means(&rss);
+    if !means.is_empty() {
+        outln!(
+            "soak: RSS by minute (mean of its samples): {}",
+            means
+                .iter()
+                .map(|m| format!("{m:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(n) = note(&scenario, &samples) {
         outln!("{n}");
     }
@@ -895,6 +910,48 @@ fn growth_mib_per_min(samples: &[(f64, f64)]) -> Option<f64> {
     let cov: f64 = late.iter().map(|(t, m)| (t - mean_t) * (m - mean_m)).sum();
     let var: f64 = late.iter().map(|(t, _)| (t - mean_t).powi(2)).sum();
     (var > 0.0).then(|| cov / var * 60.0)
+}
+
+/// The half-width of the 95% confidence interval of `growth_mib_per_min` (normal
+/// approximation of the slope's sampling error; the RSS of an allocator that returns memory
+/// to the system in bursts is noisy); `None` with fewer than three samples past 60 s.
+fn growth_ci95_mib_per_min(samples: &[(f64, f64)]) -> Option<f64> {
+    let late: Vec<(f64, f64)> = samples
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t >= 60.0)
+        .collect();
+    if late.len() < 3 {
+        return None;
+    }
+    let slope = growth_mib_per_min(samples)? / 60.0;
+    let n = late.len() as f64;
+    let mean_t = late.iter().map(|(t, _)| t).sum::<f64>() / n;
+    let mean_m = late.iter().map(|(_, m)| m).sum::<f64>() / n;
+    let var: f64 = late.iter().map(|(t, _)| (t - mean_t).powi(2)).sum();
+    let residual: f64 = late
+        .iter()
+        .map(|(t, m)| (m - mean_m - slope * (t - mean_t)).powi(2))
+        .sum();
+    Some(1.96 * (residual / (n - 2.0) / var).sqrt() * 60.0)
+}
+
+/// The mean RSS of each whole or partial minute of samples, MiB.
+fn minute_means(samples: &[(f64, f64)]) -> Vec<f64> {
+    let mut sums: Vec<(f64, usize)> = Vec::new();
+    for (t, m) in samples {
+        // A sample at 60 s closes the first minute.
+        let k = ((t / 60.0).ceil() as usize).saturating_sub(1);
+        if sums.len() <= k {
+            sums.resize(k + 1, (0.0, 0));
+        }
+        sums[k].0 += m;
+        sums[k].1 += 1;
+    }
+    sums.into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(s, n)| s / n as f64)
+        .collect()
 }
 
 /// The scenarios `args` chose, in the order of `SCENARIOS`.
@@ -1036,5 +1093,38 @@ mod tests {
         let g = growth_mib_per_min(&samples).expect("three samples past 60 s");
         assert!((g - 1.0).abs() < 1e-9, "{g}");
         assert_eq!(growth_mib_per_min(&samples[..2]), None);
+        // On a straight line the slope is exact: no spread.
+        let h = growth_ci95_mib_per_min(&samples).expect("three samples past 60 s");
+        assert!(h.abs() < 1e-9, "{h}");
+        assert_eq!(growth_ci95_mib_per_min(&samples[..3]), None);
+    }
+
+    #[test]
+    fn noise_widens_the_growth_interval_around_a_flat_line() {
+        // Flat at 100 MiB, +-4 MiB alternating every 10 s for 9 minutes.
+        let samples: Vec<(f64, f64)> = (6..60)
+            .map(|k| {
+                let noise = if k % 2 == 0 { 4.0 } else { -4.0 };
+                (f64::from(k) * 10.0, 100.0 + noise)
+            })
+            .collect();
+        let g = growth_mib_per_min(&samples).unwrap();
+        let h = growth_ci95_mib_per_min(&samples).unwrap();
+        assert!(g.abs() < 0.1, "{g}");
+        // sd 4 MiB over 54 samples spread over 9 minutes: the slope's error is ~0.2 MiB/min.
+        assert!(h > 0.3 && h < 0.6, "{h}");
+        assert!(g - h < 0.0 && 0.0 < g + h);
+    }
+
+    #[test]
+    fn minute_means_group_samples_by_minute() {
+        let samples = [
+            (10.0, 1.0),
+            (60.0, 3.0),
+            (70.0, 10.0),
+            (120.0, 20.0),
+            (130.0, 7.0),
+        ];
+        assert_eq!(minute_means(&samples), vec![2.0, 15.0, 7.0]);
     }
 }
