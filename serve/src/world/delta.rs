@@ -200,7 +200,7 @@ impl World {
             rt.state = JobState::Finished;
             rt.run_start = None;
             self.pending.remove(&id);
-            self.job_ids.remove(&self.jobs[id.index()].name);
+            Arc::make_mut(&mut self.job_ids).remove(&self.jobs[id.index()].name);
             self.departed += 1;
         }
         for id in requeued {
@@ -222,7 +222,7 @@ impl World {
             spec.id = id;
             spec.tenant = intern(&mut self.tenants, &mut self.tenant_ids, &job.tenant);
             self.newest_submit = self.newest_submit.max(spec.submit);
-            self.job_ids.insert(spec.name.clone(), id);
+            Arc::make_mut(&mut self.job_ids).insert(spec.name.clone(), id);
             self.runtime.push(JobRuntime {
                 attained_ms: job.attained_ms,
                 attained_gpu_milli_ms: u128::from(job.attained_ms)
@@ -231,7 +231,7 @@ impl World {
                 state: JobState::Pending,
                 ..JobRuntime::default()
             });
-            self.jobs.push(spec);
+            Arc::make_mut(&mut self.jobs).push(spec);
             self.pending.insert(id);
         }
         Ok(())
@@ -268,7 +268,7 @@ impl World {
         let mut new_ids: Vec<u32> = vec![u32::MAX; self.jobs.len()];
         let (mut jobs, mut runtime) = (Vec::new(), Vec::new());
         let mut reserved: Option<std::ops::Range<usize>> = None;
-        for (old, (mut spec, rt)) in std::mem::take(&mut self.jobs)
+        for (old, (mut spec, rt)) in Arc::unwrap_or_clone(std::mem::take(&mut self.jobs))
             .into_iter()
             .zip(std::mem::take(&mut self.runtime))
             .enumerate()
@@ -291,7 +291,7 @@ impl World {
         let renamed = |id: JobId| JobId(new_ids[id.index()]);
         self.cluster.get_mut().renumber(renamed);
         self.pending = self.pending.iter().map(|id| renamed(*id)).collect();
-        for id in self.job_ids.values_mut() {
+        for id in Arc::make_mut(&mut self.job_ids).values_mut() {
             *id = renamed(*id);
         }
         // Tenants and the fit cache only of what is still there, so a long session's memory
@@ -308,7 +308,7 @@ impl World {
         if self.fits.len() > COMPACT_AFTER {
             self.fits.clear();
         }
-        (self.jobs, self.runtime, self.reserved) = (jobs, runtime, reserved);
+        (self.jobs, self.runtime, self.reserved) = (Arc::new(jobs), runtime, reserved);
         (self.tenants, self.tenant_ids) = (tenants, tenant_ids);
         self.departed = 0;
     }

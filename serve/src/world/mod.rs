@@ -61,15 +61,17 @@ fn bad(path: impl Into<String>, message: impl Into<String>) -> SnapshotError {
 #[derive(Debug, Clone)]
 pub struct World {
     now: SimTime,
-    jobs: Vec<JobSpec>,
+    /// Shared with copies of this world (`Arc::make_mut` on change): a copy for a model arm
+    /// past its deadline, for shadow or A/B, costs a count, not every job's strings.
+    jobs: Arc<Vec<JobSpec>>,
     runtime: Vec<JobRuntime>,
     pending: BTreeSet<JobId>,
     cluster: RefCell<ClusterState>,
     /// Ids of the reservations of unlisted usage (every other job is the caller's).
     reserved: std::ops::Range<usize>,
-    node_ids: Map<String, NodeId>,
-    /// Jobs the caller listed and that have not left, by name.
-    job_ids: Map<String, JobId>,
+    node_ids: Arc<Map<String, NodeId>>,
+    /// Jobs the caller listed and that have not left, by name (shared like `jobs`).
+    job_ids: Arc<Map<String, JobId>>,
     tenants: Vec<String>,
     tenant_ids: Map<String, TenantId>,
     /// The caller's clock at `now` (`now` may be later: see `build`); deltas move both.
@@ -255,13 +257,13 @@ impl World {
 
         let mut world = World {
             now,
-            jobs,
+            jobs: Arc::new(jobs),
             runtime,
             pending,
             cluster: RefCell::new(state),
             reserved: real_jobs..real_jobs,
-            node_ids,
-            job_ids,
+            node_ids: Arc::new(node_ids),
+            job_ids: Arc::new(job_ids),
             tenants,
             tenant_ids,
             client_now: snapshot.now_ms,
@@ -349,7 +351,7 @@ impl World {
             state
                 .allocate(&job, vec![placement])
                 .map_err(|e| bad("nodes", format!("reserving unlisted usage: {e}")))?;
-            self.jobs.push(job);
+            Arc::make_mut(&mut self.jobs).push(job);
             self.runtime.push(JobRuntime {
                 state: JobState::Running,
                 run_start: Some(self.now),
