@@ -10,7 +10,93 @@ use crate::cluster::{ClusterState, TaskPlacement};
 use crate::job::{JobSpec, TaskRequest};
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::{DecisionContext, Placer, Planner};
-use crate::units::{GPU_MILLI, JobId};
+use crate::units::{GPU_MILLI, JobId, NodeId};
+
+/// Which GPUs of a node an option uses (materialized only for the chosen node).
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    /// A CPU-only task: none.
+    NoGpu,
+    /// A share of this GPU.
+    Share(u8),
+    /// The node's lowest idle GPUs, as many as the task asks.
+    Whole,
+}
+
+impl Pick {
+    fn gpus(self, node: &NodeView<'_>, task: &TaskRequest) -> Vec<u8> {
+        match self {
+            Pick::NoGpu => Vec::new(),
+            Pick::Share(g) => vec![g],
+            Pick::Whole => idle_gpus(node.gpu_free).take(task.gpus as usize).collect(),
+        }
+    }
+}
+
+/// The node's idle GPUs, lowest first.
+fn idle_gpus(gpu_free: &[u16]) -> impl Iterator<Item = u8> + '_ {
+    (0..gpu_free.len())
+        .filter(|g| u32::from(gpu_free[*g]) == GPU_MILLI)
+        .map(|g| g as u8)
+}
+
+/// `fgd_node_choice` without building the GPU list: the change and which option.
+fn fgd_node_delta(mix: &TaskMix, node: &NodeView<'_>, task: &TaskRequest) -> Option<(f64, Pick)> {
+    if node.cpu_free < task.cpu_milli || node.mem_free < task.mem_mib {
+        return None;
+    }
+    let (cpu, mem) = (node.cpu_free - task.cpu_milli, node.mem_free - task.mem_mib);
+    let before = mix.fragment(node.gpu_free, node.cpu_free, node.mem_free);
+    // The node's free shares, changed in place for each option and restored (on the stack:
+    // a node has at most MAX_GPUS_PER_NODE GPUs; a longer list is copied to the heap).
+    let mut stack = [0u16; crate::cluster::MAX_GPUS_PER_NODE as usize];
+    let mut heap = Vec::new();
+    let free: &mut [u16] = match stack.get_mut(..node.gpu_free.len()) {
+        Some(f) => f,
+        None => {
+            heap.resize(node.gpu_free.len(), 0);
+            &mut heap
+        }
+    };
+    free.copy_from_slice(node.gpu_free);
+    let mut delta_of = |gpus: &mut dyn Iterator<Item = u8>| {
+        let mut used = [0u8; crate::cluster::MAX_GPUS_PER_NODE as usize];
+        let mut n = 0;
+        for g in gpus {
+            free[g as usize] -= task.gpu_milli as u16;
+            used[n] = g;
+            n += 1;
+        }
+        let delta = mix.fragment(free, cpu, mem) - before;
+        for g in &used[..n] {
+            free[*g as usize] += task.gpu_milli as u16;
+        }
+        delta
+    };
+    if task.gpus == 0 {
+        return Some((delta_of(&mut std::iter::empty()), Pick::NoGpu));
+    }
+    if !task.is_fractional() {
+        if idle_gpus(node.gpu_free).count() < task.gpus as usize {
+            return None;
+        }
+        let mut idle = idle_gpus(node.gpu_free).take(task.gpus as usize);
+        return Some((delta_of(&mut idle), Pick::Whole));
+    }
+    // One option per distinct free share that holds the task (equal GPUs score alike), the
+    // first GPU of each; the least change wins, ties to the first.
+    let mut best: Option<(f64, Pick)> = None;
+    for (g, f) in node.gpu_free.iter().enumerate() {
+        if u32::from(*f) < task.gpu_milli || node.gpu_free[..g].contains(f) {
+            continue;
+        }
+        let delta = delta_of(&mut std::iter::once(g as u8));
+        if best.as_ref().is_none_or(|(b, _)| delta < *b) {
+            best = Some((delta, Pick::Share(g as u8)));
+        }
+    }
+    best
+}
 
 /// The best way to put `task` on one node: the GPUs to use and the fragmentation change
 /// `Δ` (milli-GPU) under `mix`, the least over the node's options; `None` if it does not fit.
@@ -21,52 +107,7 @@ pub fn fgd_node_choice(
     node: &NodeView<'_>,
     task: &TaskRequest,
 ) -> Option<(f64, Vec<u8>)> {
-    if node.cpu_free < task.cpu_milli || node.mem_free < task.mem_mib {
-        return None;
-    }
-    let (cpu, mem) = (node.cpu_free - task.cpu_milli, node.mem_free - task.mem_mib);
-    let before = mix.fragment(node.gpu_free, node.cpu_free, node.mem_free);
-    let options: Vec<Vec<u8>> = if task.gpus == 0 {
-        vec![Vec::new()]
-    } else if task.is_fractional() {
-        let mut seen = Vec::new();
-        node.gpu_free
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| u32::from(**f) >= task.gpu_milli)
-            .filter(|(_, f)| {
-                let new = !seen.contains(*f);
-                seen.push(**f);
-                new
-            })
-            .map(|(i, _)| vec![i as u8])
-            .collect()
-    } else {
-        let idle: Vec<u8> = (0..node.gpu_free.len())
-            .filter(|g| u32::from(node.gpu_free[*g]) == GPU_MILLI)
-            .map(|g| g as u8)
-            .take(task.gpus as usize)
-            .collect();
-        if idle.len() < task.gpus as usize {
-            return None;
-        }
-        vec![idle]
-    };
-    let mut free = node.gpu_free.to_vec();
-    let mut best: Option<(f64, Vec<u8>)> = None;
-    for gpus in options {
-        for g in &gpus {
-            free[*g as usize] -= task.gpu_milli as u16;
-        }
-        let delta = mix.fragment(&free, cpu, mem) - before;
-        for g in &gpus {
-            free[*g as usize] += task.gpu_milli as u16;
-        }
-        if best.as_ref().is_none_or(|(b, _)| delta < *b) {
-            best = Some((delta, gpus));
-        }
-    }
-    best
+    fgd_node_delta(mix, node, task).map(|(delta, pick)| (delta, pick.gpus(node, task)))
 }
 
 /// The node and GPUs for one task with the least fragmentation change under `mix`, among the
@@ -77,16 +118,19 @@ pub fn fgd_choice(
     task: &TaskRequest,
     mask: u64,
 ) -> Option<(f64, TaskPlacement)> {
-    let mut best: Option<(f64, TaskPlacement)> = None;
+    let mut best: Option<(f64, NodeId, Pick)> = None;
     for node in state.nodes_fitting(task, mask) {
-        let Some((delta, gpus)) = fgd_node_choice(mix, &NodeView::of(state, node), task) else {
+        let Some((delta, pick)) = fgd_node_delta(mix, &NodeView::of(state, node), task) else {
             continue;
         };
-        if best.as_ref().is_none_or(|(b, _)| delta < *b) {
-            best = Some((delta, TaskPlacement { node, gpus }));
+        if best.as_ref().is_none_or(|(b, _, _)| delta < *b) {
+            best = Some((delta, node, pick));
         }
     }
-    best
+    best.map(|(delta, node, pick)| {
+        let gpus = pick.gpus(&NodeView::of(state, node), task);
+        (delta, TaskPlacement { node, gpus })
+    })
 }
 
 /// FGD with its task mix built from the jobs seen so far.
