@@ -11,6 +11,8 @@ use crate::job::{JobSpec, TaskRequest};
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::{DecisionContext, Placer, Planner};
 use crate::units::{GPU_MILLI, JobId, NodeId};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
 
 /// Which GPUs of a node an option uses (materialized only for the chosen node).
 #[derive(Debug, Clone, Copy)]
@@ -133,6 +135,103 @@ pub fn fgd_choice(
     })
 }
 
+/// Entries a memo holds before it starts afresh (each a node state, a task shape and FGD's
+/// answer: about 100 bytes).
+const MEMO_LIMIT: usize = 1 << 16;
+
+/// FGD's answer for one node, remembered by everything that decides it: the node's free
+/// shares, CPU and memory, and the task (under one task mix). Nodes in the same state share
+/// an entry, and a node that has not changed since it was last scored is not scored again.
+/// The answer is a pure function of the key, so a remembered one is exactly what scoring
+/// would give. Cleared with the mix; starts afresh past `MEMO_LIMIT` entries.
+#[derive(Debug, Default)]
+pub struct FgdMemo {
+    /// By a hash of the key; each entry keeps its whole key, so a collision is only a miss.
+    buckets: HashMap<u64, Vec<MemoEntry>, foldhash::fast::FixedState>,
+    entries: usize,
+}
+
+#[derive(Debug)]
+struct MemoEntry {
+    gpu_free: Box<[u16]>,
+    cpu_free: u64,
+    mem_free: u64,
+    task: TaskRequest,
+    answer: Option<(f64, Pick)>,
+}
+
+impl FgdMemo {
+    /// Forgets every answer (the mix changed).
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+        self.entries = 0;
+    }
+
+    /// `fgd_node_delta`, remembered.
+    fn delta(
+        &mut self,
+        mix: &TaskMix,
+        node: &NodeView<'_>,
+        task: &TaskRequest,
+    ) -> Option<(f64, Pick)> {
+        let key = {
+            let mut h = foldhash::fast::FixedState::default().build_hasher();
+            node.gpu_free.hash(&mut h);
+            (node.cpu_free, node.mem_free, task).hash(&mut h);
+            h.finish()
+        };
+        let same = |e: &MemoEntry| {
+            *e.gpu_free == *node.gpu_free
+                && e.cpu_free == node.cpu_free
+                && e.mem_free == node.mem_free
+                && e.task == *task
+        };
+        if let Some(e) = self
+            .buckets
+            .get(&key)
+            .and_then(|b| b.iter().find(|e| same(e)))
+        {
+            return e.answer;
+        }
+        let answer = fgd_node_delta(mix, node, task);
+        if self.entries >= MEMO_LIMIT {
+            self.clear();
+        }
+        self.buckets.entry(key).or_default().push(MemoEntry {
+            gpu_free: node.gpu_free.into(),
+            cpu_free: node.cpu_free,
+            mem_free: node.mem_free,
+            task: *task,
+            answer,
+        });
+        self.entries += 1;
+        answer
+    }
+}
+
+/// `fgd_choice` with each node's answer taken from `memo` where it has one: the same choice.
+pub fn fgd_choice_memo(
+    mix: &TaskMix,
+    memo: &mut FgdMemo,
+    state: &ClusterState,
+    task: &TaskRequest,
+    mask: u64,
+) -> Option<(f64, TaskPlacement)> {
+    let mut best: Option<(f64, NodeId, Pick)> = None;
+    for node in state.nodes_fitting(task, mask) {
+        let Some((delta, pick)) = memo.delta(mix, &NodeView::of(state, node), task) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(b, _, _)| delta < *b) {
+            best = Some((delta, node, pick));
+        }
+    }
+    best.map(|(delta, node, pick)| {
+        let gpus = pick.gpus(&NodeView::of(state, node), task);
+        (delta, TaskPlacement { node, gpus })
+    })
+}
+
 /// FGD with its task mix built from the jobs seen so far.
 #[derive(Debug, Default)]
 pub struct Fgd {
@@ -141,6 +240,8 @@ pub struct Fgd {
     seen: Vec<bool>,
     counts: MixCounts,
     mix: Option<TaskMix>,
+    /// Node answers under `mix` (cleared with it).
+    memo: FgdMemo,
 }
 
 impl Fgd {
@@ -154,10 +255,14 @@ impl Fgd {
             self.counts.add(task, tasks);
             if task.gpus > 0 {
                 self.mix = None;
+                self.memo.clear();
             }
         }
     }
+}
 
+#[cfg(test)]
+impl Fgd {
     fn mix(&mut self) -> &TaskMix {
         self.mix.get_or_insert_with(|| self.counts.mix())
     }
@@ -178,9 +283,11 @@ impl Placer for Fgd {
     }
     fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
         self.see(job.id, &job.task, job.tasks);
-        let mix = self.mix();
+        let counts = &self.counts;
+        let mix = self.mix.get_or_insert_with(|| counts.mix());
+        let memo = &mut self.memo;
         place_task_by_task(planner, job, |state, mask, _| {
-            fgd_choice(mix, state, &job.task, mask).map(|(_, t)| t)
+            fgd_choice_memo(mix, memo, state, &job.task, mask).map(|(_, t)| t)
         })
     }
 }
@@ -342,6 +449,59 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        /// The memo gives exactly the choice scoring every node gives, whatever it remembers
+        /// from earlier states and tasks (and past its limit).
+        #[test]
+        fn the_memo_chooses_exactly_as_scoring_every_node(
+            nodes in 1usize..5,
+            steps in prop::collection::vec(
+                (prop::collection::vec((0u8..6, 0u8..8), 0..10), 0u8..7),
+                1..6,
+            ),
+            mix_counts in prop::collection::vec(0u32..4, 7),
+        ) {
+            let shapes = [
+                TaskRequest::whole(1, 1000, 2048),
+                TaskRequest::whole(2, 2000, 4096),
+                share(250),
+                share(500),
+                share(750),
+                TaskRequest::whole(3, 0, 0),
+                TaskRequest::whole(0, 3000, 8192),
+            ];
+            let mix = mix_of(&shapes.iter().copied().zip(mix_counts).collect::<Vec<_>>());
+            let mut memo = FgdMemo::default();
+            for (picks, shape) in &steps {
+                let s = random_state(nodes, picks);
+                let task = shapes[*shape as usize];
+                for mask in [u64::MAX, 1] {
+                    let plain = fgd_choice(&mix, &s, &task, mask);
+                    let remembered = fgd_choice_memo(&mix, &mut memo, &s, &task, mask);
+                    prop_assert_eq!(&plain, &remembered);
+                    // Asked again, from the memo alone.
+                    let again = fgd_choice_memo(&mix, &mut memo, &s, &task, mask);
+                    prop_assert_eq!(&plain, &again);
+                }
+            }
+            prop_assert!(memo.entries <= MEMO_LIMIT);
+        }
+    }
+
+    #[test]
+    fn the_memo_starts_afresh_past_its_limit() {
+        let mix = mix_of(&[(share(500), 1)]);
+        let mut memo = FgdMemo::default();
+        let gpus = [1000u16, 1000, 600, 1000];
+        for cpu in 0..(MEMO_LIMIT as u64 + 10) {
+            let v = view(&gpus, 1000 + cpu, 32_768);
+            let want = fgd_node_choice(&mix, &v, &share(500)).map(|(d, _)| d);
+            let got = memo.delta(&mix, &v, &share(500)).map(|(d, _)| d);
+            assert_eq!(want, got);
+        }
+        assert_eq!(memo.entries, 10);
     }
 
     #[test]
