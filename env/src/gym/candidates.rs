@@ -29,7 +29,7 @@ use super::features::{
 };
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
 use crate::job::{JobSpec, Qos, TaskRequest};
-use crate::metrics::{MixCounts, TaskMix};
+use crate::metrics::{FragmentMemo, MixCounts, TaskMix};
 use crate::policy::order::{DurationPredictor, TiresiasConfig, snapshot_queue};
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
@@ -101,6 +101,8 @@ struct OnlineMix {
     seen: Vec<bool>,
     counts: MixCounts,
     mix: Option<TaskMix>,
+    /// Node fragments under `mix` (cleared with it), for the cluster's fragmentation feature.
+    memo: FragmentMemo,
 }
 
 impl OnlineMix {
@@ -114,11 +116,14 @@ impl OnlineMix {
             if new && p.spec.task.gpus > 0 {
                 self.counts.add(&p.spec.task, p.spec.tasks);
                 self.mix = None;
+                self.memo.clear();
             }
         }
     }
-    fn mix(&mut self) -> &TaskMix {
-        self.mix.get_or_insert_with(|| self.counts.mix())
+    /// The mix and its memo of node fragments.
+    fn mix(&mut self) -> (&TaskMix, &mut FragmentMemo) {
+        let counts = &self.counts;
+        (self.mix.get_or_insert_with(|| counts.mix()), &mut self.memo)
     }
 }
 
@@ -497,10 +502,12 @@ impl Enumerator {
         placed_now: u32,
         elapsed: SimTime,
     ) -> DecisionPoint {
+        let (mix, memo) = self.mix.mix();
         let parts = Parts {
             proposers: &mut self.proposers,
             las: self.las.as_ref(),
-            mix: self.mix.mix(),
+            mix,
+            memo,
             durations: &self.durations,
             predicted: &self.predicted,
             featurizer: &self.featurizer,
@@ -530,12 +537,13 @@ fn global_stats(
     taken: &Taken,
     pending: &[PendingJob<'_>],
     mix: &TaskMix,
+    memo: &mut FragmentMemo,
 ) -> GlobalStats {
     let cluster = planner.state();
     let frag: f64 = cluster
         .spec()
         .node_ids()
-        .map(|n| mix.node_fragment(cluster, n))
+        .map(|n| memo.node_fragment(mix, cluster, n))
         .sum();
     let running =
         (cluster.running().len() + taken.placed.len()).saturating_sub(taken.preempted.len());
@@ -557,6 +565,7 @@ struct Parts<'e> {
     proposers: &'e mut Proposers,
     las: Option<&'e LasPreempt>,
     mix: &'e TaskMix,
+    memo: &'e mut FragmentMemo,
     durations: &'e DurationPredictor,
     /// By job id: cached predicted totals (see `Enumerator::predicted`).
     predicted: &'e [Option<SimTime>],
@@ -577,6 +586,7 @@ fn candidates_in(
         proposers,
         las,
         mix,
+        memo,
         durations,
         predicted,
         featurizer,
@@ -602,7 +612,7 @@ fn candidates_in(
         placed_now,
         elapsed,
         predictor_samples: durations.samples(),
-        ..global_stats(ctx, planner, taken, &pending, mix)
+        ..global_stats(ctx, planner, taken, &pending, mix, memo)
     });
     let ranked = rank(
         ctx,

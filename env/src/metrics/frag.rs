@@ -17,6 +17,63 @@ use crate::job::{TaskRequest, Trace};
 use crate::units::{GPU_MILLI, NodeId};
 use std::collections::BTreeMap;
 
+/// Entries a `FragmentMemo` holds before it starts afresh.
+const MEMO_LIMIT: usize = 1 << 16;
+
+/// A node state (free shares, CPU, memory) and its fragment.
+type Remembered = (Box<[u16]>, u64, u64, f64);
+
+/// Node fragments under one mix, remembered by the node's state (free shares, CPU, memory):
+/// a cluster's nodes are in few distinct states, and most do not change between two looks.
+/// A node's fragment is a pure function of its state and the mix, so a remembered value is
+/// exactly what `TaskMix::node_fragment` gives. The owner clears it when the mix changes.
+#[derive(Debug, Clone, Default)]
+pub struct FragmentMemo {
+    /// By a hash of the state; each entry keeps the whole state (a collision is a miss).
+    buckets: std::collections::HashMap<u64, Vec<Remembered>, foldhash::fast::FixedState>,
+    entries: usize,
+}
+
+impl FragmentMemo {
+    /// Forgets every value (the mix changed).
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+        self.entries = 0;
+    }
+
+    /// `mix.node_fragment(state, node)`, remembered.
+    pub fn node_fragment(&mut self, mix: &TaskMix, state: &ClusterState, node: NodeId) -> f64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let (gpu_free, cpu, mem) = (
+            state.gpu_free(node),
+            state.cpu_free(node),
+            state.mem_free(node),
+        );
+        let key = {
+            let mut h = foldhash::fast::FixedState::default().build_hasher();
+            gpu_free.hash(&mut h);
+            (cpu, mem).hash(&mut h);
+            h.finish()
+        };
+        if let Some((.., f)) = self.buckets.get(&key).and_then(|b| {
+            b.iter()
+                .find(|(g, c, m, _)| **g == *gpu_free && *c == cpu && *m == mem)
+        }) {
+            return *f;
+        }
+        let f = mix.fragment(gpu_free, cpu, mem);
+        if self.entries >= MEMO_LIMIT {
+            self.clear();
+        }
+        self.buckets
+            .entry(key)
+            .or_default()
+            .push((gpu_free.into(), cpu, mem, f));
+        self.entries += 1;
+        f
+    }
+}
+
 /// Most task classes kept; rarer ones are dropped and the rest renormalised.
 const MAX_CLASSES: usize = 128;
 
@@ -188,6 +245,63 @@ mod tests {
     use crate::job::tests::job;
     use crate::units::{JobId, SimTime};
     use std::sync::Arc;
+
+    #[test]
+    fn the_memo_gives_each_nodes_fragment_exactly() {
+        // 6 nodes of 4 GPUs; tasks of a few shapes placed and released at random; after each
+        // change every node's remembered fragment equals the one computed afresh.
+        let spec = Arc::new(uniform(6, 4, "V100", 8000, 65_536));
+        let mut s = ClusterState::new(spec);
+        let mut counts = MixCounts::default();
+        let shapes = [
+            TaskRequest::whole(1, 1000, 1024),
+            TaskRequest::whole(2, 2000, 1024),
+            TaskRequest {
+                gpus: 1,
+                gpu_milli: 300,
+                cpu_milli: 500,
+                mem_mib: 512,
+            },
+        ];
+        for t in &shapes {
+            counts.add(t, 1);
+        }
+        let mix = counts.mix();
+        let mut memo = FragmentMemo::default();
+        let mut running: Vec<JobId> = Vec::new();
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) as usize
+        };
+        for step in 0..200u32 {
+            if next() % 3 == 0 && !running.is_empty() {
+                let k = next() % running.len();
+                s.release(running.swap_remove(k)).unwrap();
+            } else {
+                let task = shapes[next() % shapes.len()];
+                let fits: Vec<NodeId> = s.nodes_fitting(&task, u64::MAX).collect();
+                if let Some(node) = fits.get(next() % fits.len().max(1)).copied() {
+                    let t = s
+                        .fit_task_on(&task, u64::MAX, node, crate::cluster::FitStrategy::BestFit)
+                        .unwrap();
+                    let mut j = job("j", 0, task);
+                    j.id = JobId(step);
+                    s.allocate(&j, vec![t]).unwrap();
+                    running.push(j.id);
+                }
+            }
+            for n in s.spec().node_ids() {
+                assert_eq!(
+                    memo.node_fragment(&mix, &s, n).to_bits(),
+                    mix.node_fragment(&s, n).to_bits(),
+                    "step {step}, node {n}"
+                );
+            }
+        }
+        // Nodes in equal states share entries: far fewer than nodes x steps.
+        assert!(memo.entries < 6 * 200, "{}", memo.entries);
+    }
 
     #[test]
     fn fragment_follows_the_definition() {

@@ -12,7 +12,7 @@
 mod frag;
 pub mod paired;
 
-pub use frag::{FragTracker, MixCounts, TaskMix};
+pub use frag::{FragTracker, FragmentMemo, MixCounts, TaskMix};
 
 use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
