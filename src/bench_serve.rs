@@ -893,14 +893,19 @@ fn soak(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
     service.stop()
 }
 
-/// Least-squares slope of RSS over time for the samples after the first minute, MiB/min;
-/// `None` with fewer than two such samples.
-fn growth_mib_per_min(samples: &[(f64, f64)]) -> Option<f64> {
-    let late: Vec<(f64, f64)> = samples
+/// The samples from 60 s on (the first minute is warm-up).
+fn after_first_minute(samples: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    samples
         .iter()
         .copied()
         .filter(|(t, _)| *t >= 60.0)
-        .collect();
+        .collect()
+}
+
+/// Least-squares slope of RSS over time for the samples after the first minute, MiB/min;
+/// `None` with fewer than two such samples.
+fn growth_mib_per_min(samples: &[(f64, f64)]) -> Option<f64> {
+    let late = after_first_minute(samples);
     if late.len() < 2 {
         return None;
     }
@@ -916,11 +921,7 @@ fn growth_mib_per_min(samples: &[(f64, f64)]) -> Option<f64> {
 /// approximation of the slope's sampling error; the RSS of an allocator that returns memory
 /// to the system in bursts is noisy); `None` with fewer than three samples past 60 s.
 fn growth_ci95_mib_per_min(samples: &[(f64, f64)]) -> Option<f64> {
-    let late: Vec<(f64, f64)> = samples
-        .iter()
-        .copied()
-        .filter(|(t, _)| *t >= 60.0)
-        .collect();
+    let late = after_first_minute(samples);
     if late.len() < 3 {
         return None;
     }

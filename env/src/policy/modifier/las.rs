@@ -110,43 +110,26 @@ fn running_by_service(
     planner: &Planner<'_>,
     exclude: &[JobId],
 ) -> Vec<(u128, JobId)> {
-    ranked(
-        planner
-            .state()
-            .running()
-            .filter(|a| a.preemptible && !exclude.contains(&a.job))
-            .map(|a| (service(ctx, a.job), a.job))
-            .collect(),
-    )
+    running_served(ctx, planner, exclude, |_| true)
 }
 
-/// `running`, most served first (ties: the later job first).
-fn ranked(mut running: Vec<(u128, JobId)>) -> Vec<(u128, JobId)> {
+/// `running_by_service`, only the jobs whose service passes `keep`: the same order.
+fn running_served(
+    ctx: &DecisionContext<'_>,
+    planner: &Planner<'_>,
+    exclude: &[JobId],
+    keep: impl Fn(u128) -> bool,
+) -> Vec<(u128, JobId)> {
+    let mut running: Vec<(u128, JobId)> = planner
+        .state()
+        .running()
+        .filter(|a| a.preemptible && !exclude.contains(&a.job))
+        .map(|a| (service(ctx, a.job), a.job))
+        .filter(|(s, _)| keep(*s))
+        .collect();
     // Keys are distinct (job ids are), so an unstable sort gives the one order.
     running.sort_unstable_by(|a, b| b.cmp(a));
     running
-}
-
-impl LasPreempt {
-    /// `running_by_service` without the jobs of queue `least` or below: the same order,
-    /// only the part a job of queue `least` or above could preempt.
-    fn running_above(
-        &self,
-        ctx: &DecisionContext<'_>,
-        planner: &Planner<'_>,
-        exclude: &[JobId],
-        least: usize,
-    ) -> Vec<(u128, JobId)> {
-        ranked(
-            planner
-                .state()
-                .running()
-                .filter(|a| a.preemptible && !exclude.contains(&a.job))
-                .map(|a| (service(ctx, a.job), a.job))
-                .filter(|(s, _)| self.queue(*s) > least)
-                .collect(),
-        )
-    }
 }
 
 /// A job's attained service so far, current run included, milli-GPU x ms.
@@ -185,7 +168,9 @@ impl Modifier for LasPreempt {
         let Some(least) = waiting.first().map(|(q, _)| *q) else {
             return;
         };
-        let mut running = self.running_above(ctx, planner, &decision.preemptions, least);
+        let mut running = running_served(ctx, planner, &decision.preemptions, |s| {
+            self.queue(s) > least
+        });
         let Some(top) = running.first().map(|(s, _)| self.queue(*s)) else {
             return;
         };

@@ -392,6 +392,19 @@ mod tests {
         s
     }
 
+    /// The proptests' task shapes: whole GPUs, shares, a 3-GPU task, a CPU-only task.
+    fn task_shapes() -> [TaskRequest; 7] {
+        [
+            TaskRequest::whole(1, 1000, 2048),
+            TaskRequest::whole(2, 2000, 4096),
+            share(250),
+            share(500),
+            share(750),
+            TaskRequest::whole(3, 0, 0),
+            TaskRequest::whole(0, 3000, 8192),
+        ]
+    }
+
     proptest! {
         /// FGD's choice is the least Δ over every node and GPU that fits, measured on the real
         /// state after placing: so it never increases fragmentation when some option does not.
@@ -403,15 +416,7 @@ mod tests {
             task_shape in 0u8..7,
         ) {
             let s = random_state(nodes, &picks);
-            let shapes = [
-                TaskRequest::whole(1, 1000, 2048),
-                TaskRequest::whole(2, 2000, 4096),
-                share(250),
-                share(500),
-                share(750),
-                TaskRequest::whole(3, 0, 0),
-                TaskRequest::whole(0, 3000, 8192),
-            ];
+            let shapes = task_shapes();
             let mix = mix_of(&shapes.iter().copied().zip(mix_counts).collect::<Vec<_>>());
             let task = shapes[task_shape as usize];
             // Every option (node, set of its 4 GPUs of the task's size), by brute force on a
@@ -463,15 +468,7 @@ mod tests {
             ),
             mix_counts in prop::collection::vec(0u32..4, 7),
         ) {
-            let shapes = [
-                TaskRequest::whole(1, 1000, 2048),
-                TaskRequest::whole(2, 2000, 4096),
-                share(250),
-                share(500),
-                share(750),
-                TaskRequest::whole(3, 0, 0),
-                TaskRequest::whole(0, 3000, 8192),
-            ];
+            let shapes = task_shapes();
             let mix = mix_of(&shapes.iter().copied().zip(mix_counts).collect::<Vec<_>>());
             let mut memo = FgdMemo::default();
             for (picks, shape) in &steps {
