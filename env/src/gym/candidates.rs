@@ -25,7 +25,8 @@
 //! decision service can enumerate the same way.
 
 use super::features::{
-    CANDIDATE_WIDTH, CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats, Observation,
+    CANDIDATE_WIDTH, CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats, MAX_CANDIDATES,
+    Observation,
 };
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
 use crate::job::{JobSpec, Qos, TaskRequest};
@@ -99,6 +100,8 @@ impl Proposers {
 struct OnlineMix {
     /// By job id: already counted.
     seen: Vec<bool>,
+    /// Every job below this id is in `seen`: `observe` looks at the queue from here on.
+    seen_below: u32,
     counts: MixCounts,
     mix: Option<TaskMix>,
     /// Node fragments under `mix` (cleared with it), for the cluster's fragmentation feature.
@@ -107,7 +110,7 @@ struct OnlineMix {
 
 impl OnlineMix {
     fn observe(&mut self, ctx: &DecisionContext<'_>) {
-        for p in ctx.pending() {
+        for p in ctx.pending_from(JobId(self.seen_below)) {
             let i = p.spec.id.index();
             if i >= self.seen.len() {
                 self.seen.resize(i + 1, false);
@@ -119,6 +122,7 @@ impl OnlineMix {
                 self.memo.clear();
             }
         }
+        self.seen_below = crate::policy::seen_below(&self.seen, self.seen_below);
     }
     /// The mix and its memo of node fragments.
     fn mix(&mut self) -> (&TaskMix, &mut FragmentMemo) {
@@ -190,21 +194,31 @@ impl DecisionPoint {
     /// The observation of this point: a row per candidate (legal), padding, and the wait row.
     /// With `live == false` (the episode ended here) only the wait row is legal.
     pub fn observation(&self, featurizer: &Featurizer, live: bool) -> Observation {
-        let mut obs = Observation::waiting_only(featurizer, &self.global);
-        if live {
-            for (i, c) in self.candidates.iter().enumerate() {
-                obs.mask[i] = true;
-                obs.candidates[i * CANDIDATE_WIDTH..(i + 1) * CANDIDATE_WIDTH]
-                    .copy_from_slice(&featurizer.candidate_row(&c.stats));
-            }
-            if self.must_act && !self.candidates.is_empty() {
-                // Masked: zero padding like any other masked row.
-                let w = super::features::WAIT_ACTION;
-                obs.mask[w] = false;
-                obs.candidates[w * CANDIDATE_WIDTH..(w + 1) * CANDIDATE_WIDTH].fill(0.0);
-            }
+        use super::features::WAIT_ACTION;
+        let rows = if live { self.candidates.len() } else { 0 };
+        debug_assert!(rows <= WAIT_ACTION, "the wait row is never a candidate's");
+        let rows = rows.min(WAIT_ACTION);
+        // Written once, row by row: no zeroed buffer overwritten afterwards.
+        let mut candidates = Vec::with_capacity(MAX_CANDIDATES * CANDIDATE_WIDTH);
+        for c in &self.candidates[..rows] {
+            candidates.extend_from_slice(&featurizer.candidate_row(&c.stats));
         }
-        obs
+        candidates.resize(WAIT_ACTION * CANDIDATE_WIDTH, 0.0);
+        // Where waiting is masked, its row is zero padding like any other masked row.
+        let wait = !(self.must_act && rows > 0);
+        if wait {
+            candidates.extend_from_slice(&featurizer.wait_row());
+        } else {
+            candidates.resize(MAX_CANDIDATES * CANDIDATE_WIDTH, 0.0);
+        }
+        let mut mask = vec![false; MAX_CANDIDATES];
+        mask[..rows].fill(true);
+        mask[WAIT_ACTION] = wait;
+        Observation {
+            candidates,
+            global: self.global.to_vec(),
+            mask,
+        }
     }
 }
 
@@ -231,7 +245,7 @@ fn measure_and_undo(
 
 /// One proposer's answer for a job shape: its placement, the distinct nodes it uses, the
 /// fragmentation change and the free fractions after it.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 struct Proposal {
     tasks: Vec<TaskPlacement>,
     nodes: Vec<NodeId>,
@@ -245,6 +259,55 @@ type Shape<'a> = (TaskRequest, u32, &'a [String]);
 
 fn shape(job: &JobSpec) -> Shape<'_> {
     (job.task, job.tasks, &job.gpu_types)
+}
+
+/// The proposers' answers by job shape, shared within a decision point: jobs of one shape get
+/// the same answer from every proposer (it depends only on the cluster and the shape, and
+/// every answer is undone before the next). Shapes are numbered once per job (job ids are an
+/// episode's, as for `Enumerator::predicted`), so a decision point looks answers up by index,
+/// not by hashing the shape; an answer of an earlier decision point is told apart by its
+/// stamp.
+#[derive(Debug, Default)]
+struct ShapeAnswers {
+    /// By job id: its shape's number (`u32::MAX` until first asked).
+    of_job: Vec<u32>,
+    numbers: FastMap<(TaskRequest, u32, Vec<String>), u32>,
+    /// The decision point being enumerated: bumped by `next_point`, never 0 while in use.
+    point: u64,
+    /// By shape number x proposer: the decision point the answer belongs to, and the answer.
+    slots: Vec<(u64, Option<Proposal>)>,
+}
+
+impl ShapeAnswers {
+    fn next_point(&mut self) {
+        self.point += 1;
+    }
+
+    /// The number of `job`'s shape (after `base` numbered it).
+    fn number(&self, job: &JobSpec) -> u32 {
+        self.of_job[job.id.index()]
+    }
+
+    /// Where `job`'s shape's answers start in `slots`, `kinds` of them (grown as needed).
+    fn base(&mut self, job: &JobSpec, kinds: usize) -> usize {
+        let i = job.id.index();
+        if i >= self.of_job.len() {
+            self.of_job.resize(i + 1, u32::MAX);
+        }
+        if self.of_job[i] == u32::MAX {
+            let next = u32::try_from(self.numbers.len()).unwrap_or(u32::MAX - 1);
+            let (task, tasks, types) = shape(job);
+            self.of_job[i] = *self
+                .numbers
+                .entry((task, tasks, types.to_vec()))
+                .or_insert(next);
+        }
+        let base = self.of_job[i] as usize * kinds;
+        if self.slots.len() < base + kinds {
+            self.slots.resize_with(base + kinds, || (0, None));
+        }
+        base
+    }
 }
 
 /// What `placer` proposes for `job` on the planner's cluster as it is now, measured against
@@ -278,31 +341,26 @@ fn propose(
 fn candidate(
     ctx: &DecisionContext<'_>,
     listed: &Listed<'_>,
-    proposal: Proposal,
+    proposal: &Proposal,
     flag: u8,
     min_nodes: u64,
     preemptions: Vec<JobId>,
 ) -> Candidate {
-    let Proposal {
-        tasks,
-        nodes,
-        frag_delta,
-        free: (gpu_mean, gpu_min, cpu_mean),
-    } = proposal;
+    let (gpu_mean, gpu_min, cpu_mean) = proposal.free;
     Candidate {
         placement: Placement {
             job: listed.p.spec.id,
-            tasks,
+            tasks: proposal.tasks.clone(),
         },
         stats: CandidateStats {
             gpu_free_after_mean: gpu_mean,
             gpu_free_after_min: gpu_min,
             cpu_free_after_mean: cpu_mean,
-            frag_delta_milli: frag_delta,
+            frag_delta_milli: proposal.frag_delta,
             proposed_by: flag,
             victims: preemptions.len(),
             victim_gpus: preemptions.iter().map(|v| ctx.job(*v).gpus_total()).sum(),
-            ..job_stats(listed, nodes.len(), min_nodes)
+            ..job_stats(listed, proposal.nodes.len(), min_nodes)
         },
         preemptions,
     }
@@ -372,6 +430,9 @@ pub struct Enumerator {
     limit: usize,
     /// Tiresias' queues (default thresholds and knob) for the shortlist and the features.
     tiresias: LasQueues,
+    /// The proposers' answers by job shape (kept across calls for their allocations; each
+    /// decision point uses only its own).
+    answers: ShapeAnswers,
 }
 
 /// The Tiresias settings the shortlist and features use.
@@ -408,6 +469,7 @@ impl Enumerator {
             featurizer,
             limit,
             tiresias: LasQueues::new(),
+            answers: ShapeAnswers::default(),
         }
     }
 
@@ -505,6 +567,7 @@ impl Enumerator {
         let (mix, memo) = self.mix.mix();
         let parts = Parts {
             proposers: &mut self.proposers,
+            answers: &mut self.answers,
             las: self.las.as_ref(),
             mix,
             memo,
@@ -563,6 +626,7 @@ fn global_stats(
 /// What a pass of `candidates_in` works with, besides the context and the planner.
 struct Parts<'e> {
     proposers: &'e mut Proposers,
+    answers: &'e mut ShapeAnswers,
     las: Option<&'e LasPreempt>,
     mix: &'e TaskMix,
     memo: &'e mut FragmentMemo,
@@ -584,6 +648,7 @@ fn candidates_in(
 ) -> DecisionPoint {
     let Parts {
         proposers,
+        answers,
         las,
         mix,
         memo,
@@ -623,7 +688,8 @@ fn candidates_in(
         featurizer.jobs_considered,
     );
     // Sized for every proposer's answer for each job considered: no rehash on the way.
-    let answers = proposers.kinds.len() * featurizer.jobs_considered;
+    let kinds = proposers.kinds.len();
+    answers.next_point();
     let mut walk = Walk {
         ctx,
         planner,
@@ -633,7 +699,8 @@ fn candidates_in(
         limit,
         max_gpus_per_node,
         candidates: Vec::new(),
-        answers: FastMap::with_capacity_and_hasher(answers, Default::default()),
+        answers,
+        seen: Vec::with_capacity(kinds),
         preemptions: FastMap::with_capacity_and_hasher(
             featurizer.jobs_considered,
             Default::default(),
@@ -682,12 +749,15 @@ struct Walk<'w, 'a, 'p> {
     limit: usize,
     max_gpus_per_node: u64,
     candidates: Vec<Candidate>,
-    /// A proposer's answer depends only on the cluster and the job's shape, and every answer
-    /// is undone before the next: jobs of one shape share it within this decision point.
-    answers: FastMap<(usize, Shape<'a>), Option<Proposal>>,
+    /// Each proposer's answer by job shape (see `ShapeAnswers`).
+    answers: &'w mut ShapeAnswers,
+    /// Scratch of `offer`: the answers (by index) that made a candidate for the job being
+    /// offered, with the candidate's index.
+    seen: Vec<(usize, usize)>,
     /// Likewise the victim search and the proposal after it: they depend on the shape, the
     /// class (`preempt`) and the service queue (`las-preempt`) only.
-    preemptions: FastMap<(Shape<'a>, Qos, i32, Option<usize>), Option<Preemption>>,
+    /// By shape number (see `ShapeAnswers`), class and queue.
+    preemptions: FastMap<(u32, Qos, i32, Option<usize>), Option<Preemption>>,
     pools: VictimPools,
 }
 
@@ -698,25 +768,32 @@ impl<'a> Walk<'_, 'a, '_> {
         let p = listed.p;
         let job: &'a JobSpec = p.spec;
         let min_nodes = job.gpus_total().div_ceil(self.max_gpus_per_node).max(1);
-        let mut seen: Vec<(Vec<NodeId>, usize)> = Vec::new();
         let kinds = &self.proposers.kinds;
+        let base = self.answers.base(job, kinds.len());
+        let point = self.answers.point;
+        self.seen.clear();
         for (k, (kind, placer)) in kinds.iter().zip(&mut self.proposers.placers).enumerate() {
-            let answer = self
-                .answers
-                .entry((k, shape(job)))
-                .or_insert_with(|| {
-                    let mark = self.planner.mark();
-                    propose(self.planner, mark, placer.as_mut(), self.mix, job)
-                })
-                .clone();
-            let Some(proposal) = answer else {
+            let slot = base + k;
+            if self.answers.slots[slot].0 != point {
+                let mark = self.planner.mark();
+                let answer = propose(self.planner, mark, placer.as_mut(), self.mix, job);
+                self.answers.slots[slot] = (point, answer);
+            }
+            let answers = &self.answers.slots;
+            let Some(proposal) = &answers[slot].1 else {
                 continue;
             };
-            if let Some((_, i)) = seen.iter().find(|(n, _)| *n == proposal.nodes) {
+            let same = self.seen.iter().find(|(a, _)| {
+                answers[*a]
+                    .1
+                    .as_ref()
+                    .is_some_and(|other| other.nodes == proposal.nodes)
+            });
+            if let Some((_, i)) = same {
                 self.candidates[*i].stats.proposed_by |= kind.flag();
                 continue;
             }
-            seen.push((proposal.nodes.clone(), self.candidates.len()));
+            self.seen.push((slot, self.candidates.len()));
             self.candidates.push(candidate(
                 self.ctx,
                 listed,
@@ -729,7 +806,7 @@ impl<'a> Walk<'_, 'a, '_> {
                 return true;
             }
         }
-        if !seen.is_empty() {
+        if !self.seen.is_empty() {
             return true;
         }
         let (Some(kind), Some(placer)) = (kinds.first(), self.proposers.placers.first_mut()) else {
@@ -740,11 +817,10 @@ impl<'a> Walk<'_, 'a, '_> {
         let (planner, pools) = (&mut *self.planner, &mut self.pools);
         let answer = self
             .preemptions
-            .entry((shape(job), job.qos, job.priority, queue))
+            .entry((self.answers.number(job), job.qos, job.priority, queue))
             .or_insert_with(|| {
                 preempt_proposal(ctx, planner, placer.as_mut(), las, mix, job, pools)
-            })
-            .clone();
+            });
         let Some((victims, proposal)) = answer else {
             return false;
         };
@@ -754,7 +830,7 @@ impl<'a> Walk<'_, 'a, '_> {
             proposal,
             kind.flag(),
             min_nodes,
-            victims,
+            victims.clone(),
         ));
         true
     }
@@ -800,43 +876,37 @@ fn rank<'a>(
     tiresias: &LasQueues,
     k: usize,
 ) -> Ranked<'a> {
-    let queues: Vec<(usize, bool)> = pending
+    let mut listed: Vec<Listed<'a>> = pending
         .iter()
-        .map(|p| snapshot_queue(p, &tiresias.thresholds, tiresias.knob))
-        .collect();
-    let remaining: Vec<SimTime> = pending
-        .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let total = predicted
                 .get(p.spec.id.index())
                 .copied()
                 .flatten()
                 .unwrap_or_else(|| p.spec.estimate.unwrap_or_else(|| durations.predict(p.spec)));
-            total.saturating_sub(SimTime(ctx.attained_ms(p.spec.id)))
+            Listed {
+                p: *p,
+                position: i,
+                remaining: total.saturating_sub(SimTime(ctx.attained_ms(p.spec.id))),
+                shortness_rank: 0,
+                pending: pending.len(),
+                las_queue: snapshot_queue(p, &tiresias.thresholds, tiresias.knob),
+            }
         })
         .collect();
     // Pending indices by predicted remaining time (ties by submit order: a stable sort).
     let mut by_shortness: Vec<usize> = (0..pending.len()).collect();
-    by_shortness.sort_by_key(|i| remaining[*i]);
-    let mut rank = vec![0; pending.len()];
+    by_shortness.sort_by_key(|i| listed[*i].remaining);
     for (r, i) in by_shortness.iter().enumerate() {
-        rank[*i] = r;
+        listed[*i].shortness_rank = r;
     }
     // Tiresias' order: by queue, FIFO within (a stable sort of submit order).
     let mut by_queue: Vec<usize> = (0..pending.len()).collect();
-    by_queue.sort_by_key(|i| queues[*i].0);
+    by_queue.sort_by_key(|i| listed[*i].las_queue.0);
     let (first, two) = (k.div_ceil(3), (2 * k).div_ceil(3));
     Ranked {
-        listed: (0..pending.len())
-            .map(|i| Listed {
-                p: pending[i],
-                position: i,
-                remaining: remaining[i],
-                shortness_rank: rank[i],
-                pending: pending.len(),
-                las_queue: queues[i],
-            })
-            .collect(),
+        listed,
         orders: [(0..pending.len()).collect(), by_queue, by_shortness],
         quotas: [first, two - first, k - two],
     }

@@ -99,7 +99,7 @@ pub fn check_env<'t>(
                     return Err(fail(step, format!("illegal action {bad} was not refused")));
                 }
             }
-            if a.observation() != Some(&obs) {
+            if a.observation().as_ref() != Some(&obs) {
                 return Err(fail(
                     step,
                     "a refused action changed the observation".into(),

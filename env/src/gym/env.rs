@@ -162,7 +162,10 @@ pub struct SchedEnv<'t> {
     sim: Option<Simulator<'t>>,
     enumerator: Enumerator,
     point: Option<DecisionPoint>,
-    obs: Option<Observation>,
+    /// The mask of the observation last returned (empty before the first reset); that
+    /// observation is `point`'s, live or not as `live` says (`observation` rebuilds it).
+    mask: Vec<bool>,
+    live: bool,
     steps: u64,
     start: SimTime,
     placed_now: u32,
@@ -200,7 +203,8 @@ impl<'t> SchedEnv<'t> {
             featurizer,
             sim: None,
             point: None,
-            obs: None,
+            mask: Vec::new(),
+            live: false,
             steps: 0,
             start: SimTime::ZERO,
             placed_now: 0,
@@ -249,10 +253,7 @@ impl<'t> SchedEnv<'t> {
         if self.done {
             return Err(EnvError::EpisodeOver);
         }
-        let legal = self
-            .obs
-            .as_ref()
-            .is_some_and(|o| o.mask.get(action).copied().unwrap_or(false));
+        let legal = self.mask.get(action).copied().unwrap_or(false);
         if !legal {
             return Err(EnvError::IllegalAction { action });
         }
@@ -302,7 +303,7 @@ impl<'t> SchedEnv<'t> {
         let decision = teacher
             .decide(&sim.context())
             .map_err(|e| EnvError::Config(format!("teacher: {e}")))?;
-        let wait_legal = self.obs.as_ref().is_some_and(|o| o.mask[WAIT_ACTION]);
+        let wait_legal = self.mask.get(WAIT_ACTION).copied().unwrap_or(false);
         // Where waiting is masked (work-conserving), the teacher's "nothing now" becomes the
         // first candidate.
         let wait = if wait_legal { WAIT_ACTION } else { 0 };
@@ -334,9 +335,21 @@ impl<'t> SchedEnv<'t> {
         Ok((wait, false))
     }
 
-    /// The current observation (`None` before the first reset).
-    pub fn observation(&self) -> Option<&Observation> {
-        self.obs.as_ref()
+    /// The current observation, as the last `reset` or `step` returned it (`None` before the
+    /// first reset). Rebuilt from the decision point, so a step does not keep a copy.
+    pub fn observation(&self) -> Option<Observation> {
+        if self.mask.is_empty() {
+            return None;
+        }
+        Some(self.observe())
+    }
+
+    /// The observation of the decision point now (see `observation`).
+    fn observe(&self) -> Observation {
+        match &self.point {
+            Some(point) => point.observation(&self.featurizer, self.live),
+            None => Observation::waiting_only(&self.featurizer, &[0.0; GLOBAL_WIDTH]),
+        }
     }
 
     /// Closes the episode's simulation: its summary and job records.
@@ -444,19 +457,11 @@ impl<'t> SchedEnv<'t> {
     }
 
     fn finish_step(&mut self, terms: RewardTerms, end: Option<EndReason>) -> Step {
-        let (obs, candidates) = match &self.point {
-            Some(point) => (
-                point.observation(&self.featurizer, end.is_none()),
-                if end.is_none() {
-                    point.candidates.len()
-                } else {
-                    0
-                },
-            ),
-            None => (
-                Observation::waiting_only(&self.featurizer, &[0.0; GLOBAL_WIDTH]),
-                0,
-            ),
+        self.live = end.is_none();
+        let obs = self.observe();
+        let candidates = match &self.point {
+            Some(point) if self.live => point.candidates.len(),
+            _ => 0,
         };
         let sim = self.sim.as_ref().expect("a live episode has a simulator");
         let p = sim.progress();
@@ -471,15 +476,7 @@ impl<'t> SchedEnv<'t> {
         };
         let reward = self.cfg.reward.reward(&terms) as f32;
         self.done = end.is_some();
-        // Into the kept observation's buffers (a derived `clone_from` would allocate anew).
-        match &mut self.obs {
-            Some(kept) => {
-                kept.candidates.clone_from(&obs.candidates);
-                kept.global.clone_from(&obs.global);
-                kept.mask.clone_from(&obs.mask);
-            }
-            None => self.obs = Some(obs.clone()),
-        }
+        self.mask.clone_from(&obs.mask);
         Step {
             obs,
             reward: if reward.is_finite() { reward } else { 0.0 },

@@ -764,3 +764,87 @@ fn blocked_jobs_at_the_head_do_not_crowd_out_jobs_that_can_start() {
     let (ids, _) = enumerate_on_one_node(&ctx);
     assert_eq!(ids, [4, 5, 6]);
 }
+
+#[test]
+fn jobs_first_pending_below_ones_already_seen_still_count_in_the_mix() {
+    use crate::cluster::tests::uniform;
+    use crate::cluster::{ClusterState, TaskPlacement};
+    use crate::job::TaskRequest;
+    use crate::job::tests::job;
+    use crate::policy::{DecisionContext, JobRuntime, JobState};
+    use crate::units::{JobId, NodeId, SimTime};
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+    // One 8-GPU node, 3 GPUs taken by job 0. Jobs 1 and 2 want 8 GPUs, jobs 3 and 4 one.
+    // The enumerators' task mixes (its own, FGD's) skip the queue below the jobs they have
+    // all seen; jobs 1 and 2 first wait after 3 and 4 were seen, and must still be counted:
+    // the same decision point as an enumerator that sees them all at once.
+    let spec = Arc::new(uniform(1, 8, "V100", 64_000, 1 << 20));
+    let jobs: Vec<_> = (0..5)
+        .map(|i| {
+            let gpus = match i {
+                0 => 3,
+                1 | 2 => 8,
+                _ => 1,
+            };
+            let mut j = job(&format!("j{i}"), i, TaskRequest::whole(gpus, 1000, 1024));
+            j.id = JobId(i as u32);
+            j.estimate = Some(SimTime::from_secs(3600));
+            j
+        })
+        .collect();
+    let mut runtime = vec![
+        JobRuntime {
+            state: JobState::Pending,
+            ..JobRuntime::default()
+        };
+        5
+    ];
+    runtime[0].state = JobState::Running;
+    runtime[0].run_start = Some(SimTime::ZERO);
+    let mut state = ClusterState::new(Arc::clone(&spec));
+    state
+        .allocate(
+            &jobs[0],
+            vec![TaskPlacement {
+                node: NodeId(0),
+                gpus: vec![0, 1, 2],
+            }],
+        )
+        .unwrap();
+    let cluster = RefCell::new(state);
+    let featurizer = Featurizer {
+        total_gpu_milli: 8000,
+        total_gpus: 8,
+        total_cpu_milli: 64_000,
+        jobs_considered: 4,
+    };
+    let kinds = [Proposer::BestFit, Proposer::Fgd];
+    let now = SimTime::from_secs(600);
+    let late: BTreeSet<JobId> = [3, 4].into_iter().map(JobId).collect();
+    let all: BTreeSet<JobId> = (1..5).map(JobId).collect();
+    let mut stepwise = Enumerator::new(&kinds, featurizer, MAX_CANDIDATES - 1);
+    stepwise.enumerate(
+        &DecisionContext::new(now, &jobs, &runtime, &late, &cluster),
+        0,
+        SimTime::ZERO,
+    );
+    let ctx = DecisionContext::new(now, &jobs, &runtime, &all, &cluster);
+    let seen_late = stepwise.enumerate(&ctx, 0, SimTime::ZERO);
+    let mut at_once = Enumerator::new(&kinds, featurizer, MAX_CANDIDATES - 1);
+    let seen_at_once = at_once.enumerate(&ctx, 0, SimTime::ZERO);
+    assert_eq!(seen_late, seen_at_once);
+    // And the mix matters here: without jobs 1 and 2 the free GPUs are not fragmented.
+    let mut only_late = Enumerator::new(&kinds, featurizer, MAX_CANDIDATES - 1);
+    let without = only_late.enumerate(
+        &DecisionContext::new(now, &jobs, &runtime, &late, &cluster),
+        0,
+        SimTime::ZERO,
+    );
+    let frag = GLOBAL_FEATURES
+        .iter()
+        .position(|f| *f == "frag_fraction")
+        .unwrap();
+    assert_eq!(without.global[frag], 0.0);
+    assert!(seen_at_once.global[frag] > 0.0);
+}

@@ -106,6 +106,19 @@ impl<'a> DecisionContext<'a> {
             waited: now.saturating_sub(jobs[id.index()].submit),
         })
     }
+    /// Pending jobs with id `first` or above, in submit order: for a caller that has already
+    /// seen every job below `first` and only looks for new ones.
+    pub fn pending_from(
+        &self,
+        first: JobId,
+    ) -> impl DoubleEndedIterator<Item = PendingJob<'a>> + 'a {
+        let (jobs, runtime, now) = (self.jobs, self.runtime, self.now);
+        self.pending.range(first..).map(move |id| PendingJob {
+            spec: &jobs[id.index()],
+            runtime: &runtime[id.index()],
+            waited: now.saturating_sub(jobs[id.index()].submit),
+        })
+    }
     pub fn pending_len(&self) -> usize {
         self.pending.len()
     }
@@ -131,5 +144,61 @@ impl<'a> DecisionContext<'a> {
     /// If another planner or cluster borrow from this context is alive.
     pub fn planner(&self) -> Planner<'_> {
         Planner::new(self.cluster.borrow_mut())
+    }
+}
+
+/// The first id at or after `from` that `seen` does not hold: every id below it is seen.
+pub(crate) fn seen_below(seen: &[bool], from: u32) -> u32 {
+    let start = from as usize;
+    let run = seen
+        .get(start..)
+        .map_or(0, |rest| rest.iter().take_while(|s| **s).count());
+    from.saturating_add(u32::try_from(run).unwrap_or(u32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::tests::uniform;
+    use crate::job::TaskRequest;
+    use crate::job::tests::job;
+    use std::sync::Arc;
+
+    #[test]
+    fn seen_below_is_the_first_unseen_id_from_where_it_was() {
+        let seen = [true, true, false, true, true];
+        assert_eq!(seen_below(&seen, 0), 2);
+        assert_eq!(seen_below(&seen, 2), 2);
+        assert_eq!(seen_below(&seen, 3), 5);
+        assert_eq!(seen_below(&seen, 5), 5);
+        assert_eq!(seen_below(&seen, 9), 9);
+        assert_eq!(seen_below(&[], 0), 0);
+    }
+
+    #[test]
+    fn pending_from_is_the_tail_of_the_queue() {
+        let jobs: Vec<JobSpec> = (0..6)
+            .map(|i| {
+                let mut j = job(&format!("j{i}"), i, TaskRequest::whole(1, 1000, 1024));
+                j.id = JobId(i as u32);
+                j
+            })
+            .collect();
+        let runtime = vec![JobRuntime::default(); 6];
+        let pending: BTreeSet<JobId> = [1, 3, 4].into_iter().map(JobId).collect();
+        let cluster = RefCell::new(ClusterState::new(Arc::new(uniform(
+            1, 8, "V100", 8000, 1024,
+        ))));
+        let ctx = DecisionContext::new(SimTime::from_secs(10), &jobs, &runtime, &pending, &cluster);
+        let ids = |from: u32| -> Vec<(u32, SimTime)> {
+            ctx.pending_from(JobId(from))
+                .map(|p| (p.spec.id.0, p.waited))
+                .collect()
+        };
+        let all: Vec<(u32, SimTime)> = ctx.pending().map(|p| (p.spec.id.0, p.waited)).collect();
+        assert_eq!(ids(0), all);
+        assert_eq!(ids(2), all[1..]);
+        assert_eq!(ids(4), all[2..]);
+        assert!(ids(5).is_empty());
     }
 }

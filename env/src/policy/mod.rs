@@ -13,6 +13,7 @@ pub mod place;
 mod planner;
 mod registry;
 
+pub(crate) use context::seen_below;
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
 pub use modifier::{ClassPreempt, Easy, LasPreempt, VictimPools, minimal_victims};

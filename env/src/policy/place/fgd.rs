@@ -238,6 +238,8 @@ pub struct Fgd {
     /// `seen[id.index()]`: the job is already counted in the mix (ids are dense trace
     /// indices; a bitmap, as `observe` runs over the queue at every decision).
     seen: Vec<bool>,
+    /// Every job below this id is in `seen`: `observe` looks at the queue from here on.
+    seen_below: u32,
     counts: MixCounts,
     mix: Option<TaskMix>,
     /// Node answers under `mix` (cleared with it).
@@ -274,12 +276,13 @@ impl Placer for Fgd {
     }
     /// Counts the jobs pending or running now that it has not seen before.
     fn observe(&mut self, ctx: &DecisionContext<'_>) {
-        for p in ctx.pending() {
+        for p in ctx.pending_from(JobId(self.seen_below)) {
             self.see(p.spec.id, &p.spec.task, p.spec.tasks);
         }
         for a in ctx.cluster().running() {
             self.see(a.job, &a.task, a.tasks.len() as u32);
         }
+        self.seen_below = crate::policy::seen_below(&self.seen, self.seen_below);
     }
     fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
         self.see(job.id, &job.task, job.tasks);
