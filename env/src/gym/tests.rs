@@ -278,7 +278,9 @@ fn vec_env_steps_the_same_on_one_thread_and_on_several() {
         }
         steps
     };
-    assert_eq!(run(1), run(3));
+    let one = run(1);
+    assert_eq!(one, run(3));
+    assert_eq!(one, run(4));
 }
 
 /// `trace` with QoS classes mixed by job index (guaranteed, best-effort, burstable,

@@ -1,7 +1,8 @@
 //! `VecEnv`: N environments over random windows of a training trace, stepped together in
-//! parallel (scoped threads, one chunk of environments each), each reset automatically when
-//! its episode ends. Results do not depend on the thread count: every environment is stepped
-//! on its own, and the seeded draws of new windows happen afterwards, in environment order.
+//! parallel (a pool of worker threads kept for the `VecEnv`'s life, one chunk of environments
+//! each), each reset automatically when its episode ends. Results do not depend on the thread
+//! count: every environment is stepped on its own, and the seeded draws of new windows happen
+//! afterwards, in environment order.
 
 use super::env::{EnvConfig, EnvError, Info, SchedEnv};
 use super::features::Observation;
@@ -11,6 +12,7 @@ use crate::trace::split::{SplitError, random_windows};
 use crate::units::SimTime;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// `count` windows of about `jobs` consecutive jobs of `trace`, as traces (seeded): the pool a
@@ -51,6 +53,8 @@ pub struct VecEnv<'t> {
     envs: Vec<SchedEnv<'t>>,
     rng: StdRng,
     threads: usize,
+    /// The workers when `threads > 1` (built on first use; `None` steps sequentially).
+    workers: Option<rayon::ThreadPool>,
 }
 
 impl std::fmt::Debug for VecEnv<'_> {
@@ -83,6 +87,7 @@ impl<'t> VecEnv<'t> {
             envs: Vec::with_capacity(n),
             rng: StdRng::seed_from_u64(seed),
             threads: std::thread::available_parallelism().map_or(1, |t| t.get()),
+            workers: None,
         };
         for _ in 0..n {
             let env = v.draw()?;
@@ -94,7 +99,20 @@ impl<'t> VecEnv<'t> {
     /// Steps with at most `threads` threads (1 = sequentially); the default is every core.
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
+        self.workers = None;
         self
+    }
+
+    /// Builds the worker pool for `threads` threads once. Without one (one thread, or the
+    /// system refused the threads) `step` runs sequentially, with the same results.
+    fn start_workers(&mut self, threads: usize) {
+        if threads > 1 && self.workers.is_none() {
+            self.workers = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("vecenv-{i}"))
+                .build()
+                .ok();
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -147,33 +165,27 @@ impl<'t> VecEnv<'t> {
             infos: Vec::with_capacity(n),
         };
         let threads = self.threads.min(n).max(1);
-        let steps: Vec<Result<super::env::Step, EnvError>> = if threads == 1 {
-            self.envs
-                .iter_mut()
-                .zip(actions)
+        let chunk = n.div_ceil(threads);
+        self.start_workers(threads);
+        let envs = &mut self.envs;
+        let step_chunk = |(envs, acts): (&mut [SchedEnv<'t>], &[usize])| {
+            envs.iter_mut()
+                .zip(acts)
                 .map(|(e, a)| e.step(*a))
-                .collect()
-        } else {
-            let chunk = n.div_ceil(threads);
-            std::thread::scope(|scope| {
-                let workers: Vec<_> = self
-                    .envs
-                    .chunks_mut(chunk)
-                    .zip(actions.chunks(chunk))
-                    .map(|(envs, acts)| {
-                        scope.spawn(move || {
-                            envs.iter_mut()
-                                .zip(acts)
-                                .map(|(e, a)| e.step(*a))
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                workers
-                    .into_iter()
-                    .flat_map(|w| w.join().expect("an environment worker panicked"))
-                    .collect()
-            })
+                .collect::<Vec<_>>()
+        };
+        let steps: Vec<Result<super::env::Step, EnvError>> = match self.workers.as_ref() {
+            Some(workers) if threads > 1 => workers
+                .install(|| {
+                    envs.par_chunks_mut(chunk)
+                        .zip(actions.par_chunks(chunk))
+                        .map(step_chunk)
+                        .collect::<Vec<_>>()
+                })
+                .into_iter()
+                .flatten()
+                .collect(),
+            _ => step_chunk((envs.as_mut_slice(), actions)),
         };
         for (i, step) in steps.into_iter().enumerate() {
             let step = step?;
