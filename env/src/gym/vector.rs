@@ -12,7 +12,6 @@ use crate::trace::split::{SplitError, random_windows};
 use crate::units::SimTime;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use rayon::prelude::*;
 use std::sync::Arc;
 
 /// `count` windows of about `jobs` consecutive jobs of `trace`, as traces (seeded): the pool a
@@ -107,8 +106,9 @@ impl<'t> VecEnv<'t> {
     /// system refused the threads) `step` runs sequentially, with the same results.
     fn start_workers(&mut self, threads: usize) {
         if threads > 1 && self.workers.is_none() {
+            // The calling thread steps the first chunk itself: `threads - 1` workers.
             self.workers = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
+                .num_threads(threads - 1)
                 .thread_name(|i| format!("vecenv-{i}"))
                 .build()
                 .ok();
@@ -175,16 +175,22 @@ impl<'t> VecEnv<'t> {
                 .collect::<Vec<_>>()
         };
         let steps: Vec<Result<super::env::Step, EnvError>> = match self.workers.as_ref() {
-            Some(workers) if threads > 1 => workers
-                .install(|| {
-                    envs.par_chunks_mut(chunk)
-                        .zip(actions.par_chunks(chunk))
-                        .map(step_chunk)
-                        .collect::<Vec<_>>()
-                })
-                .into_iter()
-                .flatten()
-                .collect(),
+            Some(workers) if threads > 1 => {
+                let mut chunks = envs.chunks_mut(chunk).zip(actions.chunks(chunk));
+                let first = chunks.next();
+                let mut rest: Vec<Vec<_>> = Vec::new();
+                rest.resize_with(n.div_ceil(chunk).saturating_sub(1), Vec::new);
+                let mut mine = Vec::new();
+                workers.in_place_scope(|scope| {
+                    for (part, out) in chunks.zip(rest.iter_mut()) {
+                        scope.spawn(move |_| *out = step_chunk(part));
+                    }
+                    if let Some(part) = first {
+                        mine = step_chunk(part);
+                    }
+                });
+                mine.into_iter().chain(rest.into_iter().flatten()).collect()
+            }
             _ => step_chunk((envs.as_mut_slice(), actions)),
         };
         for (i, step) in steps.into_iter().enumerate() {
