@@ -713,29 +713,32 @@ fn a_starved_preempted_job_is_promoted_into_the_shortlist() {
     assert_eq!(ids, [0, 2, 3]);
 }
 
-#[test]
-fn blocked_jobs_at_the_head_do_not_crowd_out_jobs_that_can_start() {
+/// One 8-GPU V100 node. Job `i` asks for `gpus[i]` whole GPUs, submitted at `i` s with a 1 h
+/// estimate; job 0 runs on the node's first GPUs since 0, the others wait. The jobs, their
+/// runtimes and the cluster.
+fn one_node_with_job_0_running(
+    gpus: &[u32],
+) -> (
+    Vec<crate::job::JobSpec>,
+    Vec<crate::policy::JobRuntime>,
+    std::cell::RefCell<crate::cluster::ClusterState>,
+) {
     use crate::cluster::tests::uniform;
     use crate::cluster::{ClusterState, TaskPlacement};
     use crate::job::TaskRequest;
     use crate::job::tests::job;
-    use crate::policy::{DecisionContext, JobRuntime, JobState};
+    use crate::policy::{JobRuntime, JobState};
     use crate::units::{JobId, NodeId, SimTime};
-    use std::cell::RefCell;
-    // One 8-GPU node, half taken by a running job (same class: no victims). Three 8-GPU jobs
-    // wait at the head of every ranking, then three 1-GPU jobs. jobs_considered 3: each third
-    // passes over the blocked jobs and lists one 1-GPU job, as Tiresias' greedy pass would.
     let spec = Arc::new(uniform(1, 8, "V100", 64_000, 1 << 20));
-    let jobs: Vec<_> = (0..7)
-        .map(|i| {
-            let gpus = if i == 0 {
-                4
-            } else if i <= 3 {
-                8
-            } else {
-                1
-            };
-            let mut j = job(&format!("j{i}"), i, TaskRequest::whole(gpus, 1000, 1024));
+    let jobs: Vec<_> = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let mut j = job(
+                &format!("j{i}"),
+                i as u64,
+                TaskRequest::whole(*g, 1000, 1024),
+            );
             j.id = JobId(i as u32);
             j.estimate = Some(SimTime::from_secs(3600));
             j
@@ -746,21 +749,31 @@ fn blocked_jobs_at_the_head_do_not_crowd_out_jobs_that_can_start() {
             state: JobState::Pending,
             ..JobRuntime::default()
         };
-        7
+        gpus.len()
     ];
     runtime[0].state = JobState::Running;
     runtime[0].run_start = Some(SimTime::ZERO);
-    let mut state = ClusterState::new(Arc::clone(&spec));
+    let mut state = ClusterState::new(spec);
     state
         .allocate(
             &jobs[0],
             vec![TaskPlacement {
                 node: NodeId(0),
-                gpus: vec![0, 1, 2, 3],
+                gpus: (0..gpus[0] as u8).collect(),
             }],
         )
         .unwrap();
-    let cluster = RefCell::new(state);
+    (jobs, runtime, std::cell::RefCell::new(state))
+}
+
+#[test]
+fn blocked_jobs_at_the_head_do_not_crowd_out_jobs_that_can_start() {
+    use crate::policy::DecisionContext;
+    use crate::units::{JobId, SimTime};
+    // One 8-GPU node, half taken by a running job (same class: no victims). Three 8-GPU jobs
+    // wait at the head of every ranking, then three 1-GPU jobs. jobs_considered 3: each third
+    // passes over the blocked jobs and lists one 1-GPU job, as Tiresias' greedy pass would.
+    let (jobs, runtime, cluster) = one_node_with_job_0_running(&[4, 8, 8, 8, 1, 1, 1]);
     let pending = (1..7).map(JobId).collect();
     let ctx = DecisionContext::new(SimTime::from_secs(600), &jobs, &runtime, &pending, &cluster);
     let (ids, _) = enumerate_on_one_node(&ctx);
@@ -769,52 +782,14 @@ fn blocked_jobs_at_the_head_do_not_crowd_out_jobs_that_can_start() {
 
 #[test]
 fn jobs_first_pending_below_ones_already_seen_still_count_in_the_mix() {
-    use crate::cluster::tests::uniform;
-    use crate::cluster::{ClusterState, TaskPlacement};
-    use crate::job::TaskRequest;
-    use crate::job::tests::job;
-    use crate::policy::{DecisionContext, JobRuntime, JobState};
-    use crate::units::{JobId, NodeId, SimTime};
-    use std::cell::RefCell;
+    use crate::policy::DecisionContext;
+    use crate::units::{JobId, SimTime};
     use std::collections::BTreeSet;
     // One 8-GPU node, 3 GPUs taken by job 0. Jobs 1 and 2 want 8 GPUs, jobs 3 and 4 one.
     // The enumerators' task mixes (its own, FGD's) skip the queue below the jobs they have
     // all seen; jobs 1 and 2 first wait after 3 and 4 were seen, and must still be counted:
     // the same decision point as an enumerator that sees them all at once.
-    let spec = Arc::new(uniform(1, 8, "V100", 64_000, 1 << 20));
-    let jobs: Vec<_> = (0..5)
-        .map(|i| {
-            let gpus = match i {
-                0 => 3,
-                1 | 2 => 8,
-                _ => 1,
-            };
-            let mut j = job(&format!("j{i}"), i, TaskRequest::whole(gpus, 1000, 1024));
-            j.id = JobId(i as u32);
-            j.estimate = Some(SimTime::from_secs(3600));
-            j
-        })
-        .collect();
-    let mut runtime = vec![
-        JobRuntime {
-            state: JobState::Pending,
-            ..JobRuntime::default()
-        };
-        5
-    ];
-    runtime[0].state = JobState::Running;
-    runtime[0].run_start = Some(SimTime::ZERO);
-    let mut state = ClusterState::new(Arc::clone(&spec));
-    state
-        .allocate(
-            &jobs[0],
-            vec![TaskPlacement {
-                node: NodeId(0),
-                gpus: vec![0, 1, 2],
-            }],
-        )
-        .unwrap();
-    let cluster = RefCell::new(state);
+    let (jobs, runtime, cluster) = one_node_with_job_0_running(&[3, 8, 8, 1, 1]);
     let featurizer = Featurizer {
         total_gpu_milli: 8000,
         total_gpus: 8,

@@ -120,18 +120,29 @@ pub fn fgd_choice(
     task: &TaskRequest,
     mask: u64,
 ) -> Option<(f64, TaskPlacement)> {
+    least_delta(state, task, mask, |node| fgd_node_delta(mix, node, task))
+}
+
+/// The node among those that fit `task` (within `mask`) whose `delta` is least (ties: the
+/// lowest node id), with the GPUs its pick takes and that delta.
+fn least_delta(
+    state: &ClusterState,
+    task: &TaskRequest,
+    mask: u64,
+    mut delta: impl FnMut(&NodeView<'_>) -> Option<(f64, Pick)>,
+) -> Option<(f64, TaskPlacement)> {
     let mut best: Option<(f64, NodeId, Pick)> = None;
     for node in state.nodes_fitting(task, mask) {
-        let Some((delta, pick)) = fgd_node_delta(mix, &NodeView::of(state, node), task) else {
+        let Some((d, pick)) = delta(&NodeView::of(state, node)) else {
             continue;
         };
-        if best.as_ref().is_none_or(|(b, _, _)| delta < *b) {
-            best = Some((delta, node, pick));
+        if best.as_ref().is_none_or(|(b, _, _)| d < *b) {
+            best = Some((d, node, pick));
         }
     }
-    best.map(|(delta, node, pick)| {
+    best.map(|(d, node, pick)| {
         let gpus = pick.gpus(&NodeView::of(state, node), task);
-        (delta, TaskPlacement { node, gpus })
+        (d, TaskPlacement { node, gpus })
     })
 }
 
@@ -217,19 +228,7 @@ pub fn fgd_choice_memo(
     task: &TaskRequest,
     mask: u64,
 ) -> Option<(f64, TaskPlacement)> {
-    let mut best: Option<(f64, NodeId, Pick)> = None;
-    for node in state.nodes_fitting(task, mask) {
-        let Some((delta, pick)) = memo.delta(mix, &NodeView::of(state, node), task) else {
-            continue;
-        };
-        if best.as_ref().is_none_or(|(b, _, _)| delta < *b) {
-            best = Some((delta, node, pick));
-        }
-    }
-    best.map(|(delta, node, pick)| {
-        let gpus = pick.gpus(&NodeView::of(state, node), task);
-        (delta, TaskPlacement { node, gpus })
-    })
+    least_delta(state, task, mask, |node| memo.delta(mix, node, task))
 }
 
 /// FGD with its task mix built from the jobs seen so far.
@@ -366,17 +365,10 @@ mod tests {
         assert_eq!(fgd.place(&mut planner, &j).unwrap()[0].node, NodeId(1));
     }
 
-    /// Allocates a random small world: tasks drawn from a few shapes onto nodes picked among
-    /// those that fit.
+    /// Allocates a random small world: tasks drawn from the proptests' shapes onto nodes
+    /// picked among those that fit.
     fn random_state(nodes: usize, picks: &[(u8, u8)]) -> ClusterState {
-        let shapes = [
-            TaskRequest::whole(1, 1000, 2048),
-            TaskRequest::whole(2, 2000, 4096),
-            share(250),
-            share(500),
-            share(750),
-            TaskRequest::whole(0, 3000, 8192),
-        ];
+        let shapes = task_shapes();
         let mut s = cluster(nodes, &[]);
         for (i, (shape, pick)) in picks.iter().enumerate() {
             let task = shapes[*shape as usize % shapes.len()];
