@@ -15,7 +15,8 @@ use std::collections::HashSet;
 
 /// Checks `decision` against `world`; the error names the job at fault and why.
 pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
-    let mut victims = HashSet::with_capacity(decision.preemptions.len());
+    let hasher = foldhash::fast::FixedState::default;
+    let mut victims = HashSet::with_capacity_and_hasher(decision.preemptions.len(), hasher());
     for v in &decision.preemptions {
         if !world.is_real(*v) {
             return Err(format!("preempts job {v}, which is not in the snapshot"));
@@ -25,7 +26,7 @@ pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
             return Err(format!("preempts job {name:?} twice"));
         }
     }
-    let mut placed = HashSet::with_capacity(decision.placements.len());
+    let mut placed = HashSet::with_capacity_and_hasher(decision.placements.len(), hasher());
     let mut placements: Vec<(&JobSpec, &[TaskPlacement])> =
         Vec::with_capacity(decision.placements.len());
     for p in &decision.placements {

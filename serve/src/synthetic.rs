@@ -107,8 +107,9 @@ pub struct SessionDriver {
     queue: usize,
     /// Running jobs, and where each sits in `running` (finishing one is a swap-remove).
     running: Vec<String>,
-    at: std::collections::HashMap<String, usize>,
-    pending: std::collections::HashSet<String>,
+    /// Asked and changed, never walked (so the hash cannot change what the driver does).
+    at: std::collections::HashMap<String, usize, foldhash::fast::FixedState>,
+    pending: std::collections::HashSet<String, foldhash::fast::FixedState>,
     started_last: usize,
     revision: u64,
     next: u64,
@@ -196,11 +197,17 @@ impl SessionDriver {
     }
 }
 
+/// The snapshots' tenants.
+const TEAMS: [&str; 12] = [
+    "team-0", "team-1", "team-2", "team-3", "team-4", "team-5", "team-6", "team-7", "team-8",
+    "team-9", "team-10", "team-11",
+];
+
 fn job(rng: &mut StdRng, id: String, tasks: u32, gpus: u32, milli: u32) -> proto::Job {
     let preemptible = rng.random_range(0..3u32) == 0;
     proto::Job {
         id,
-        tenant: format!("team-{}", rng.random_range(0..12u32)),
+        tenant: TEAMS[rng.random_range(0..TEAMS.len() as u32) as usize].to_string(),
         priority: rng.random_range(0..3),
         qos: String::new(),
         preemptible,

@@ -268,34 +268,47 @@ impl ClusterState {
         victims: &[JobId],
         placements: &[(&JobSpec, &[TaskPlacement])],
     ) -> Result<(), DecisionFault> {
+        /// A node's free capacity before the check first touched it; its GPUs' shares at
+        /// `gpus..gpus + n` of one buffer (no allocation per node).
         struct Saved {
             node: NodeId,
             cpu: u64,
             mem: u64,
-            gpus: Vec<u16>,
+            gpus: usize,
         }
         let mut saved: Vec<Saved> = Vec::new();
+        let mut saved_gpus: Vec<u16> = Vec::new();
         let mut seen: std::collections::HashSet<NodeId, foldhash::fast::FixedState> =
             std::collections::HashSet::default();
         let totals = (self.allocated_cpu_milli, self.allocated_by_model.clone());
         let deferred = std::mem::replace(&mut self.index_deferred, true);
         let mut removed: Vec<Allocation> = Vec::with_capacity(victims.len());
-        let mut added: Vec<JobId> = Vec::with_capacity(placements.len());
-        let mut save = |state: &ClusterState, node: NodeId, saved: &mut Vec<Saved>| {
+        // Jobs placed by this check: they only need to be known as running (a second
+        // placement of one is refused as `allocate` would), not entered in `running`.
+        let mut added: std::collections::HashSet<JobId, foldhash::fast::FixedState> =
+            std::collections::HashSet::with_capacity_and_hasher(
+                placements.len(),
+                Default::default(),
+            );
+        let mut save = |state: &ClusterState,
+                        node: NodeId,
+                        saved: &mut Vec<Saved>,
+                        saved_gpus: &mut Vec<u16>| {
             if node.index() < state.spec.nodes.len() && seen.insert(node) {
                 saved.push(Saved {
                     node,
                     cpu: state.cpu_free[node.index()],
                     mem: state.mem_free[node.index()],
-                    gpus: state.gpu_free(node).to_vec(),
+                    gpus: saved_gpus.len(),
                 });
+                saved_gpus.extend_from_slice(state.gpu_free(node));
             }
         };
         let mut result = Ok(());
         for (i, v) in victims.iter().enumerate() {
             if let Some(a) = self.running.get(v) {
                 for t in &a.tasks {
-                    save(self, t.node, &mut saved);
+                    save(self, t.node, &mut saved, &mut saved_gpus);
                 }
             }
             match self.preempt(*v) {
@@ -309,24 +322,44 @@ impl ClusterState {
         if result.is_ok() {
             for (i, (job, tasks)) in placements.iter().enumerate() {
                 for t in tasks.iter() {
-                    save(self, t.node, &mut saved);
+                    save(self, t.node, &mut saved, &mut saved_gpus);
                 }
-                if let Err(e) = self.allocate(job, tasks.to_vec()) {
+                // `allocate`'s checks in its order, without its bookkeeping: everything
+                // this changes is written back below.
+                let fault = if self.running.contains_key(&job.id) || !added.insert(job.id) {
+                    Some(StateError::AlreadyRunning(job.id))
+                } else if tasks.len() != job.tasks as usize {
+                    Some(StateError::Infeasible {
+                        job: job.id,
+                        reason: Infeasible::TaskCount {
+                            want: job.tasks,
+                            got: tasks.len() as u32,
+                        },
+                    })
+                } else {
+                    let mask = self.spec.model_mask(&job.gpu_types);
+                    tasks.iter().find_map(|t| {
+                        self.take_task(&job.task, mask, t).err().map(|reason| {
+                            StateError::Infeasible {
+                                job: job.id,
+                                reason,
+                            }
+                        })
+                    })
+                };
+                if let Some(e) = fault {
                     result = Err(DecisionFault::Placement(i, e));
                     break;
                 }
-                added.push(job.id);
             }
-        }
-        for id in added {
-            self.running.remove(&id);
         }
         for a in removed {
             self.running.insert(a.job, a);
         }
         for s in saved {
             let start = self.gpu_offset[s.node.index()] as usize;
-            self.gpu_free[start..start + s.gpus.len()].copy_from_slice(&s.gpus);
+            let n = self.gpu_free(s.node).len();
+            self.gpu_free[start..start + n].copy_from_slice(&saved_gpus[s.gpus..s.gpus + n]);
             self.cpu_free[s.node.index()] = s.cpu;
             self.mem_free[s.node.index()] = s.mem;
         }
@@ -723,6 +756,99 @@ mod try_decision_tests {
         state.preempt(JobId(0)).unwrap();
         state.allocate(&new, ok).unwrap();
         state.check_invariants().unwrap();
+    }
+
+    /// A job of the proptests: `tasks` alike tasks of `gpus` GPUs at `milli` each.
+    fn shaped(id: u32, tasks: u32, gpus: u32, milli: u32, preemptible: bool) -> JobSpec {
+        let mut j = job(
+            &format!("j{id}"),
+            0,
+            TaskRequest {
+                gpus,
+                gpu_milli: if gpus == 0 { 0 } else { milli },
+                cpu_milli: 1000 * u64::from(gpus.max(1)),
+                mem_mib: 1024,
+            },
+        );
+        j.id = JobId(id);
+        j.tasks = tasks;
+        j.preemptible = preemptible;
+        j
+    }
+
+    proptest::proptest! {
+        /// Over random states and random decisions (victims that run or not, twice, or
+        /// that may not be preempted; placements of running, repeated or unknown jobs, wrong
+        /// task counts, unknown nodes and GPUs, double-booked GPUs), the check answers
+        /// exactly what preempting and allocating on a copy answers, and changes nothing.
+        #[test]
+        fn a_tried_decision_answers_as_the_decision_applied_to_a_copy(
+            running in proptest::collection::vec(
+                (0u32..3, 0u32..3, proptest::bool::ANY, proptest::collection::vec(0u8..4, 0..3)),
+                0..8,
+            ),
+            victims in proptest::collection::vec(0u32..14, 0..4),
+            placements in proptest::collection::vec(
+                (0u32..14, 0u32..6, proptest::collection::vec(0u8..5, 0..3), 1u32..3, 0u32..3, 0u32..2),
+                0..6,
+            ),
+        ) {
+            let mut state = ClusterState::new(Arc::new(uniform(3, 4, "V100", 32_000, 262_144)));
+            let mut jobs: Vec<JobSpec> = Vec::new();
+            for (i, (node, gpus, preemptible, g)) in running.into_iter().enumerate() {
+                let id = i as u32;
+                let j = shaped(id, 1, gpus, 1000, preemptible);
+                let placement = vec![TaskPlacement {
+                    node: NodeId(node),
+                    gpus: g.into_iter().take(gpus as usize).collect(),
+                }];
+                // Only what fits runs; the rest stays a job the decision may name.
+                let _ = state.allocate(&j, placement);
+                jobs.push(j);
+            }
+            let specs: Vec<JobSpec> = placements
+                .iter()
+                .map(|(id, _, _, tasks, gpus, half)| {
+                    let milli = if *half == 1 && *gpus == 1 { 500 } else { 1000 };
+                    shaped(*id, *tasks, *gpus, milli, true)
+                })
+                .collect();
+            let tasks: Vec<Vec<TaskPlacement>> = placements
+                .iter()
+                .map(|(_, node, g, tasks, _, _)| {
+                    (0..*tasks)
+                        .map(|k| TaskPlacement {
+                            node: NodeId((*node + k) % 7),
+                            gpus: g.clone(),
+                        })
+                        .collect()
+                })
+                .collect();
+            let decision: Vec<(&JobSpec, &[TaskPlacement])> =
+                specs.iter().zip(&tasks).map(|(j, t)| (j, t.as_slice())).collect();
+            let victims: Vec<JobId> = victims.into_iter().map(JobId).collect();
+
+            let mut copy = state.clone();
+            let mut want = Ok(());
+            for (i, v) in victims.iter().enumerate() {
+                if let Err(e) = copy.preempt(*v) {
+                    want = Err(DecisionFault::Victim(i, e));
+                    break;
+                }
+            }
+            if want.is_ok() {
+                for (i, (j, t)) in decision.iter().enumerate() {
+                    if let Err(e) = copy.allocate(j, t.to_vec()) {
+                        want = Err(DecisionFault::Placement(i, e));
+                        break;
+                    }
+                }
+            }
+            let before = fingerprint(&state);
+            proptest::prop_assert_eq!(state.try_decision(&victims, &decision), want);
+            proptest::prop_assert_eq!(fingerprint(&state), before);
+            proptest::prop_assert!(state.check_invariants().is_ok());
+        }
     }
 }
 

@@ -25,7 +25,8 @@ pub struct Planner<'a> {
     state: RefMut<'a, ClusterState>,
     journal: Vec<Entry>,
     /// The jobs the journal holds as `Freed` (victim searches free hundreds: no journal scan).
-    freed: HashSet<JobId>,
+    /// Only asked and changed, never walked: a fixed fast hash is as good as any.
+    freed: HashSet<JobId, foldhash::fast::FixedState>,
 }
 
 impl std::fmt::Debug for Planner<'_> {
@@ -41,7 +42,7 @@ impl<'a> Planner<'a> {
         Planner {
             state,
             journal: Vec::new(),
-            freed: HashSet::new(),
+            freed: HashSet::default(),
         }
     }
 
