@@ -7,7 +7,7 @@
 //! scenarios, and where a faster decision path shows first.
 
 use crate::bench_infer::percentile;
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use lachesis_agent::policy::load_scorer;
 use lachesis_agent::{Deciding, LearnedPolicy, Manifest, Scorer};
 use lachesis_env::policy::Policy;
@@ -52,15 +52,28 @@ pub struct Args {
     /// Seed of the first snapshot.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Also time the service's whole heuristic arm in process (routing `baseline`): the
-    /// request's protobuf decoded, `Engine::decide` (world build, baseline, shield, a reason
-    /// for every job left pending, metrics), the answer encoded; `bench serve` minus gRPC.
+    /// Also time the service's whole arm in process (`--engine-routing`, default the heuristic
+    /// chain): the request's protobuf decoded, `Engine::decide` (world build, decision,
+    /// shield, a reason for every job left pending, metrics), the answer encoded; `bench
+    /// serve` minus gRPC.
     #[arg(long)]
     engine: bool,
     /// With `--engine`, also time this many session deltas per snapshot (each snapshot opens
     /// a session, untimed; `SessionDriver` makes the deltas); 0: none.
     #[arg(long, default_value_t = 50)]
     session_deltas: usize,
+    /// With `--engine`, the arm timed: `baseline` (the heuristic chain) or `model` (the
+    /// learned policy from `--model` as the service runs it: deadline, spare copy for the
+    /// fallback, shield; a long deadline so every answer is the model's).
+    #[arg(long, value_enum, default_value = "baseline")]
+    engine_routing: EngineRouting,
+}
+
+/// The arm `--engine` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EngineRouting {
+    Baseline,
+    Model,
 }
 
 /// What one way of deciding measured.
@@ -191,9 +204,13 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     let engine = if args.engine {
-        let mut rows = vec![engine_row(&snapshots, args.repeats, 0)?];
+        let model = match args.engine_routing {
+            EngineRouting::Baseline => None,
+            EngineRouting::Model => Some(args.model.as_path()),
+        };
+        let mut rows = vec![engine_row(&snapshots, args.repeats, 0, model)?];
         if args.session_deltas > 0 {
-            rows.push(engine_row(&snapshots, 0, args.session_deltas)?);
+            rows.push(engine_row(&snapshots, 0, args.session_deltas, model)?);
         }
         rows
     } else {
@@ -263,7 +280,8 @@ struct EngineRow {
     response_bytes: usize,
     placements: usize,
     decisions: usize,
-    baseline: String,
+    /// The arm timed: `baseline (CHAIN)` or `model (DIR)`.
+    arm: String,
     /// What one timed request is.
     what: String,
 }
@@ -279,9 +297,9 @@ impl EngineRow {
         total.sort_by(f64::total_cmp);
         let n = self.decisions.max(1) as f64;
         outln!(
-            "service engine, routing baseline ({}), in process, {}: request decoded, \
+            "service engine, routing {}, in process, {}: request decoded, \
              Engine::decide, answer encoded; medians, ms; {} decisions",
-            self.baseline,
+            self.arm,
             self.what,
             self.decisions
         );
@@ -314,19 +332,41 @@ impl EngineRow {
 /// log) on the same synthetic snapshots, from request bytes to answer bytes: each snapshot
 /// `repeats` times whole, then (`deltas` > 0) a session opened on it, untimed, and `deltas`
 /// deltas from `SessionDriver`.
-fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize, deltas: usize) -> Result<EngineRow> {
+fn engine_row(
+    snapshots: &[(u64, Snapshot)],
+    repeats: usize,
+    deltas: usize,
+    model: Option<&std::path::Path>,
+) -> Result<EngineRow> {
+    use lachesis_serve::config::RoutingMode;
     use lachesis_serve::proto::{DecideRequest, DecideResponse};
     use prost::Message;
+    let defaults = lachesis_serve::ServeConfig::default();
     let cfg = lachesis_serve::ServeConfig {
-        model: String::new(),
+        model: model.map(|m| m.display().to_string()).unwrap_or_default(),
         routing: lachesis_serve::config::RoutingConfig {
-            mode: lachesis_serve::config::RoutingMode::Baseline,
+            mode: if model.is_some() {
+                RoutingMode::Model
+            } else {
+                RoutingMode::Baseline
+            },
             ..Default::default()
         },
-        ..Default::default()
+        // Long enough that the chain never answers for the model (a fallback is an error
+        // below), short of forever.
+        deadline_ms: if model.is_some() {
+            60_000.0
+        } else {
+            defaults.deadline_ms
+        },
+        ..defaults
+    };
+    let arm = match model {
+        Some(m) => format!("model ({})", m.display()),
+        None => format!("baseline ({})", cfg.baseline),
     };
     let mut row = EngineRow {
-        baseline: cfg.baseline.clone(),
+        arm,
         what: if deltas > 0 {
             format!("sessions: each snapshot once, untimed, then {deltas} deltas")
         } else {
@@ -389,6 +429,13 @@ fn engine_row(snapshots: &[(u64, Snapshot)], repeats: usize, deltas: usize) -> R
                 .block_on(engine.decide(request))
                 .map_err(|e| anyhow::anyhow!("snapshot {seed}: the engine refused: {e}"))?;
             let decided = Instant::now();
+            if model.is_some() && !response.fallbacks.is_empty() {
+                bail!(
+                    "snapshot {seed}: the model did not answer (decided by {}): {:?}",
+                    response.decided_by,
+                    response.fallbacks
+                );
+            }
             let out = response.encode_to_vec();
             let done = Instant::now();
             row.decode_ms.push((decoded - started).as_secs_f64() * 1e3);

@@ -27,15 +27,26 @@ pub struct TaskPlacement {
 pub struct Allocation {
     pub job: JobId,
     pub task: TaskRequest,
-    pub tasks: Vec<TaskPlacement>,
+    /// Shared, never changed in place: a copy of the state (the service's spare world, a
+    /// what-if) shares every running job's placement instead of copying two vectors per job.
+    #[serde(serialize_with = "placements_as_list")]
+    pub tasks: Arc<[TaskPlacement]>,
     pub preemptible: bool,
+}
+
+/// Writes shared placements as the list they are.
+fn placements_as_list<S: serde::Serializer>(
+    tasks: &Arc<[TaskPlacement]>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&tasks[..], s)
 }
 
 impl Allocation {
     /// Distinct nodes the job spans, in first-use order.
     pub fn nodes(&self) -> Vec<NodeId> {
         let mut seen: Vec<NodeId> = Vec::with_capacity(self.tasks.len());
-        for t in &self.tasks {
+        for t in self.tasks.iter() {
             if !seen.contains(&t.node) {
                 seen.push(t.node);
             }
@@ -138,6 +149,17 @@ impl ClusterState {
         &self.spec
     }
     /// Free milli-GPU of each GPU on `node`.
+    /// Every node's free capacity as stored: the start of each node's GPUs in the second
+    /// slice (a node's GPUs end where the next node's start), each GPU's free milli, each
+    /// node's free CPU and memory. For scans that look at every node.
+    pub(crate) fn free_arrays(&self) -> (&[u32], &[u16], &[u64], &[u64]) {
+        (
+            &self.gpu_offset,
+            &self.gpu_free,
+            &self.cpu_free,
+            &self.mem_free,
+        )
+    }
     pub fn gpu_free(&self, node: NodeId) -> &[u16] {
         let start = self.gpu_offset[node.index()] as usize;
         &self.gpu_free[start..start + self.spec.node(node).gpus as usize]
@@ -217,7 +239,7 @@ impl ClusterState {
             Allocation {
                 job: job.id,
                 task: job.task,
-                tasks,
+                tasks: tasks.into(),
                 preemptible: job.preemptible,
             },
         );
@@ -251,7 +273,7 @@ impl ClusterState {
             .running
             .remove(&job)
             .ok_or(StateError::NotRunning(job))?;
-        for t in &alloc.tasks {
+        for t in alloc.tasks.iter() {
             self.give_back_task(&alloc.task, t);
         }
         Ok(alloc)
@@ -307,7 +329,7 @@ impl ClusterState {
         let mut result = Ok(());
         for (i, v) in victims.iter().enumerate() {
             if let Some(a) = self.running.get(v) {
-                for t in &a.tasks {
+                for t in a.tasks.iter() {
                     save(self, t.node, &mut saved, &mut saved_gpus);
                 }
             }
@@ -486,28 +508,20 @@ impl ClusterState {
         let Some(alloc) = self.running.get_mut(&job) else {
             return false;
         };
-        let (task, tasks) = (alloc.task, std::mem::take(&mut alloc.tasks));
-        for t in &tasks {
+        let (task, tasks) = (alloc.task, Arc::clone(&alloc.tasks));
+        for t in tasks.iter() {
             self.give_back_task(&task, t);
         }
-        self.restore_tasks(job, tasks);
         true
     }
 
     /// Takes back what `give_back_job` returned for `job`.
     pub(crate) fn retake_job(&mut self, job: JobId) {
         let alloc = self.running.get_mut(&job).expect("freed job still running");
-        let (task, tasks) = (alloc.task, std::mem::take(&mut alloc.tasks));
-        for t in &tasks {
+        let (task, tasks) = (alloc.task, Arc::clone(&alloc.tasks));
+        for t in tasks.iter() {
             self.take_task(&task, u64::MAX, t)
                 .expect("re-taking what was freed fits");
-        }
-        self.restore_tasks(job, tasks);
-    }
-
-    fn restore_tasks(&mut self, job: JobId, tasks: Vec<TaskPlacement>) {
-        if let Some(alloc) = self.running.get_mut(&job) {
-            alloc.tasks = tasks;
         }
     }
 
@@ -616,7 +630,7 @@ impl ClusterState {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut fresh = ClusterState::new(self.spec.clone());
         for a in self.running.values() {
-            for t in &a.tasks {
+            for t in a.tasks.iter() {
                 fresh
                     .take_task(&a.task, u64::MAX, t)
                     .map_err(|e| format!("job {} cannot be re-placed: {e}", a.job))?;

@@ -603,11 +603,7 @@ fn global_stats(
     memo: &mut FragmentMemo,
 ) -> GlobalStats {
     let cluster = planner.state();
-    let frag: f64 = cluster
-        .spec()
-        .node_ids()
-        .map(|n| memo.node_fragment(mix, cluster, n))
-        .sum();
+    let frag = memo.cluster_fragment(mix, cluster);
     let running =
         (cluster.running().len() + taken.placed.len()).saturating_sub(taken.preempted.len());
     GlobalStats {

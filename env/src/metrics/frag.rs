@@ -32,6 +32,19 @@ pub struct FragmentMemo {
     /// By a hash of the state; each entry keeps the whole state (a collision is a miss).
     buckets: std::collections::HashMap<u64, Vec<Remembered>, foldhash::fast::FixedState>,
     entries: usize,
+    /// The cluster as `cluster_fragment` last saw it (`ClusterState::free_arrays`) and each
+    /// node's fragment then, so a look at a node that has not changed since costs a
+    /// comparison, not a hash and a search.
+    last: LastSeen,
+}
+
+#[derive(Debug, Clone, Default)]
+struct LastSeen {
+    offsets: Vec<u32>,
+    gpus: Vec<u16>,
+    cpu: Vec<u64>,
+    mem: Vec<u64>,
+    fragment: Vec<f64>,
 }
 
 impl FragmentMemo {
@@ -39,6 +52,45 @@ impl FragmentMemo {
     pub fn clear(&mut self) {
         self.buckets.clear();
         self.entries = 0;
+        self.last = LastSeen::default();
+    }
+
+    /// The sum of every node's fragment, in node order (the same sum as adding
+    /// `node_fragment` over the nodes). A node in the state it was last seen in, under this
+    /// memo's mix, gives its fragment back without a lookup.
+    pub fn cluster_fragment(&mut self, mix: &TaskMix, state: &ClusterState) -> f64 {
+        let (offsets, gpus, cpu, mem) = state.free_arrays();
+        let nodes = offsets.len();
+        if self.last.offsets != offsets || self.last.gpus.len() != gpus.len() {
+            // Another layout of nodes and GPUs (or the first look): every node is new.
+            self.last = LastSeen {
+                offsets: offsets.to_vec(),
+                gpus: gpus.to_vec(),
+                cpu: cpu.to_vec(),
+                mem: mem.to_vec(),
+                fragment: vec![f64::NAN; nodes],
+            };
+            for n in state.spec().node_ids() {
+                self.last.fragment[n.index()] = self.node_fragment(mix, state, n);
+            }
+        } else {
+            for (i, n) in state.spec().node_ids().enumerate() {
+                let start = offsets[i] as usize;
+                let end = offsets.get(i + 1).map_or(gpus.len(), |e| *e as usize);
+                let last = &mut self.last;
+                if last.cpu[i] == cpu[i]
+                    && last.mem[i] == mem[i]
+                    && last.gpus[start..end] == gpus[start..end]
+                {
+                    continue;
+                }
+                last.cpu[i] = cpu[i];
+                last.mem[i] = mem[i];
+                last.gpus[start..end].copy_from_slice(&gpus[start..end]);
+                self.last.fragment[i] = self.node_fragment(mix, state, n);
+            }
+        }
+        self.last.fragment.iter().sum()
     }
 
     /// `mix.node_fragment(state, node)`, remembered.
@@ -268,6 +320,7 @@ mod tests {
         }
         let mix = counts.mix();
         let mut memo = FragmentMemo::default();
+        let mut cluster = FragmentMemo::default();
         let mut running: Vec<JobId> = Vec::new();
         let mut seed = 7u64;
         let mut next = || {
@@ -296,6 +349,28 @@ mod tests {
                     memo.node_fragment(&mix, &s, n).to_bits(),
                     mix.node_fragment(&s, n).to_bits(),
                     "step {step}, node {n}"
+                );
+            }
+            // The cluster's sum from the per-node memory: the fresh sum, to the bit, every
+            // step (most nodes unchanged since the last look, some changed).
+            let fresh: f64 = s.spec().node_ids().map(|n| mix.node_fragment(&s, n)).sum();
+            assert_eq!(
+                cluster.cluster_fragment(&mix, &s).to_bits(),
+                fresh.to_bits(),
+                "step {step}"
+            );
+            // And a look at another cluster (other size, other states) in between changes
+            // nothing of that.
+            if step % 17 == 0 {
+                let other = ClusterState::new(Arc::new(uniform(3, 2, "V100", 8000, 65_536)));
+                let fresh: f64 = other
+                    .spec()
+                    .node_ids()
+                    .map(|n| mix.node_fragment(&other, n))
+                    .sum();
+                assert_eq!(
+                    cluster.cluster_fragment(&mix, &other).to_bits(),
+                    fresh.to_bits()
                 );
             }
         }

@@ -459,7 +459,7 @@ impl Extender {
         let mut evict = vec![true; ids.len()];
         for i in order {
             let job_i = world.job(ids[i]);
-            if state.allocate(job_i, held[i].clone()).is_err() {
+            if state.allocate(job_i, held[i].to_vec()).is_err() {
                 continue;
             }
             if state

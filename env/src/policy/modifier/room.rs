@@ -179,7 +179,7 @@ impl Room {
         };
         let task = &alloc.task;
         let step = |x: &mut u64, by: u64| *x = if add { *x + by } else { x.saturating_sub(by) };
-        for t in &alloc.tasks {
+        for t in alloc.tasks.iter() {
             let scratch = freed.slot(t.node, |mut gpus| {
                 gpus.extend(state.gpu_free(t.node).iter().map(|f| u32::from(*f)));
                 let held = self.holds(state, t.node, gpus.iter().copied());

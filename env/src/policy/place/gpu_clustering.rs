@@ -25,7 +25,7 @@ fn same_request_per_node(state: &ClusterState, task: &TaskRequest) -> Vec<u32> {
     let mut counts = vec![0u32; state.spec().nodes.len()];
     let same = |t: &TaskRequest| (t.gpus, t.gpu_milli) == (task.gpus, task.gpu_milli);
     for a in state.running().filter(|a| same(&a.task)) {
-        for t in &a.tasks {
+        for t in a.tasks.iter() {
             counts[t.node.index()] += 1;
         }
     }
