@@ -150,11 +150,26 @@ pub struct Featurizer {
 }
 
 fn log_min(t: SimTime) -> f32 {
+    if t.ms() == 0 {
+        // ln_1p(0) is exactly +0: the common case (never run, no estimate) without libm.
+        return 0.0;
+    }
     (t.ms() as f64 / 60_000.0).ln_1p() as f32
 }
 
 fn log_n(n: f64) -> f32 {
     n.max(0.0).ln_1p() as f32
+}
+
+/// `log_n` of a count: small counts (most of them: tasks, GPUs, nodes, victims, queue
+/// positions) from a table of `log_n`'s own values, the same bits without a libm call.
+fn log_count(n: u64) -> f32 {
+    static SMALL: std::sync::LazyLock<[f32; 256]> =
+        std::sync::LazyLock::new(|| std::array::from_fn(|i| log_n(i as f64)));
+    match usize::try_from(n) {
+        Ok(i) if i < 256 => SMALL[i],
+        _ => log_n(n as f64),
+    }
 }
 
 fn signed_log(x: f64) -> f32 {
@@ -189,19 +204,19 @@ impl Featurizer {
         let flag = |b: bool| if b { 1.0 } else { 0.0 };
         clamp([
             0.0,
-            log_n(c.gpus_total as f64),
+            log_count(c.gpus_total),
             c.gpu_share_milli as f32 / 1000.0,
-            log_n(c.tasks as f64),
+            log_count(c.tasks as u64),
             log_n(c.cpu_milli_per_task as f64 / 1000.0),
             ratio(c.gpu_milli_total as f64, self.total_gpu_milli as f64),
             log_min(c.waited),
             c.estimate.map_or(0.0, log_min),
             flag(c.estimate.is_some()),
             log_min(SimTime(c.attained_ms)),
-            log_n(c.preemptions as f64),
+            log_count(c.preemptions as u64),
             signed_log(c.priority as f64),
-            log_n(c.queue_position as f64),
-            log_n(c.nodes_used as f64),
+            log_count(c.queue_position as u64),
+            log_count(c.nodes_used as u64),
             flag(c.cross_node),
             c.gpu_free_after_mean as f32,
             c.gpu_free_after_min as f32,
@@ -210,7 +225,7 @@ impl Featurizer {
             flag(c.proposed_by & 1 != 0),
             flag(c.proposed_by & 2 != 0),
             flag(c.proposed_by & 4 != 0),
-            log_n(c.victims as f64),
+            log_count(c.victims as u64),
             ratio(c.victim_gpus as f64, self.total_gpus as f64),
             log_min(c.predicted_remaining),
             ratio(c.shortness_rank as f64, c.pending as f64),
@@ -225,16 +240,16 @@ impl Featurizer {
         clamp([
             day.sin() as f32,
             day.cos() as f32,
-            log_n(g.pending as f64),
-            log_n(g.running as f64),
+            log_count(g.pending as u64),
+            log_count(g.running as u64),
             ratio(g.alloc_gpu_milli as f64, self.total_gpu_milli as f64),
             ratio(g.alloc_cpu_milli as f64, self.total_cpu_milli as f64),
             ratio(g.frag_milli, self.total_gpu_milli as f64),
             log_n(ratio(g.pending_gpus as f64, self.total_gpus as f64) as f64),
-            log_n(g.placed_now as f64),
+            log_count(g.placed_now as u64),
             log_min(g.oldest_wait),
             log_min(g.elapsed),
-            log_n(g.predictor_samples as f64),
+            log_count(g.predictor_samples),
         ])
     }
 }
@@ -280,6 +295,27 @@ impl Observation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table and the zero shortcut give `log_n`'s and `ln_1p`'s own bits, around the
+    /// table's end and far past it.
+    #[test]
+    fn counts_and_zero_times_log_as_computed() {
+        for n in (0..600u64).chain([1 << 20, u64::from(u32::MAX), u64::MAX]) {
+            assert_eq!(
+                log_count(n).to_bits(),
+                log_n(n as f64).to_bits(),
+                "log_count({n})"
+            );
+        }
+        assert_eq!(
+            log_min(SimTime(0)).to_bits(),
+            ((0.0f64 / 60_000.0).ln_1p() as f32).to_bits()
+        );
+        assert_eq!(
+            log_min(SimTime(90_000)).to_bits(),
+            (1.5f64.ln_1p() as f32).to_bits()
+        );
+    }
 
     #[test]
     fn rows_are_scaled_and_bounded() {
