@@ -365,6 +365,10 @@ fn engine_row(
         Some(m) => format!("model ({})", m.display()),
         None => format!("baseline ({})", cfg.baseline),
     };
+    // Reserved up front: the process's memory then grows by a fixed 32 bytes a request (the
+    // four timings, as pages are first touched), never in doubling steps, so a long
+    // `--session-deltas` run can be read for growth of its own.
+    let timed = snapshots.len() * repeats.max(deltas);
     let mut row = EngineRow {
         arm,
         what: if deltas > 0 {
@@ -372,6 +376,10 @@ fn engine_row(
         } else {
             "whole snapshots".into()
         },
+        decode_ms: Vec::with_capacity(timed),
+        decide_ms: Vec::with_capacity(timed),
+        encode_ms: Vec::with_capacity(timed),
+        total_ms: Vec::with_capacity(timed),
         ..EngineRow::default()
     };
     let metrics = std::sync::Arc::new(lachesis_serve::Metrics::new());

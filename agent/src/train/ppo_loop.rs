@@ -14,7 +14,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use lachesis_env::gym::{EnvConfig, MAX_CANDIDATES, Observation, VecEnv};
+use lachesis_env::gym::{EnvConfig, MAX_CANDIDATES, Observation, StepPool, VecEnv};
 use lachesis_env::policy::Policy;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -100,6 +100,8 @@ pub(crate) struct Run<'p> {
     state: State,
     resumed: bool,
     threads: usize,
+    /// The workers every `VecEnv` of the run steps on (one pool, not one per training trace).
+    step_pool: Option<StepPool>,
     started: Instant,
 }
 
@@ -176,6 +178,7 @@ impl<'p> Run<'p> {
             state,
             resumed,
             threads,
+            step_pool: StepPool::new(threads),
             started: Instant::now(),
         })
     }
@@ -219,7 +222,6 @@ impl<'p> Run<'p> {
 
     fn envs(&self, seed: u64) -> Result<Vec<VecEnv<'p>>, TrainError> {
         let per = self.cfg.ppo.num_envs.max(1);
-        let threads = self.threads;
         self.prepared
             .iter()
             .enumerate()
@@ -232,7 +234,7 @@ impl<'p> Run<'p> {
                     per,
                     seed.wrapping_add(k as u64 * 104_729),
                 )
-                .map(|v| v.with_threads(threads))
+                .map(|v| v.with_pool(self.step_pool.as_ref()))
                 .map_err(|e| TrainError::Env(format!("{}: {e}", p.name)))
             })
             .collect()

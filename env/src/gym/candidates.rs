@@ -269,9 +269,9 @@ fn shape(job: &JobSpec) -> Shape<'_> {
 /// stamp.
 #[derive(Debug, Default)]
 struct ShapeAnswers {
-    /// By job id: its shape's number (`u32::MAX` until first asked).
-    of_job: Vec<u32>,
-    numbers: FastMap<(TaskRequest, u32, Vec<String>), u32>,
+    /// By job id: its shape's number (`None` until first asked).
+    of_job: Vec<Option<usize>>,
+    numbers: FastMap<(TaskRequest, u32, Vec<String>), usize>,
     /// The decision point being enumerated: bumped by `next_point`, never 0 while in use.
     point: u64,
     /// By shape number x proposer: the decision point the answer belongs to, and the answer.
@@ -283,30 +283,31 @@ impl ShapeAnswers {
         self.point += 1;
     }
 
-    /// The number of `job`'s shape (after `base` numbered it).
-    fn number(&self, job: &JobSpec) -> u32 {
-        self.of_job[job.id.index()]
-    }
-
-    /// Where `job`'s shape's answers start in `slots`, `kinds` of them (grown as needed).
-    fn base(&mut self, job: &JobSpec, kinds: usize) -> usize {
+    /// The number of `job`'s shape (numbered now if it was not), and where its answers start
+    /// in `slots`, `kinds` of them (grown as needed).
+    fn base(&mut self, job: &JobSpec, kinds: usize) -> (usize, usize) {
         let i = job.id.index();
         if i >= self.of_job.len() {
-            self.of_job.resize(i + 1, u32::MAX);
+            self.of_job.resize(i + 1, None);
         }
-        if self.of_job[i] == u32::MAX {
-            let next = u32::try_from(self.numbers.len()).unwrap_or(u32::MAX - 1);
-            let (task, tasks, types) = shape(job);
-            self.of_job[i] = *self
-                .numbers
-                .entry((task, tasks, types.to_vec()))
-                .or_insert(next);
-        }
-        let base = self.of_job[i] as usize * kinds;
+        let number = match self.of_job[i] {
+            Some(n) => n,
+            None => {
+                let next = self.numbers.len();
+                let (task, tasks, types) = shape(job);
+                let n = *self
+                    .numbers
+                    .entry((task, tasks, types.to_vec()))
+                    .or_insert(next);
+                self.of_job[i] = Some(n);
+                n
+            }
+        };
+        let base = number * kinds;
         if self.slots.len() < base + kinds {
             self.slots.resize_with(base + kinds, || (0, None));
         }
-        base
+        (number, base)
     }
 }
 
@@ -753,7 +754,7 @@ struct Walk<'w, 'a, 'p> {
     /// Likewise the victim search and the proposal after it: they depend on the shape, the
     /// class (`preempt`) and the service queue (`las-preempt`) only.
     /// By shape number (see `ShapeAnswers`), class and queue.
-    preemptions: FastMap<(u32, Qos, i32, Option<usize>), Option<Preemption>>,
+    preemptions: FastMap<(usize, Qos, i32, Option<usize>), Option<Preemption>>,
     pools: VictimPools,
 }
 
@@ -765,7 +766,7 @@ impl<'a> Walk<'_, 'a, '_> {
         let job: &'a JobSpec = p.spec;
         let min_nodes = job.gpus_total().div_ceil(self.max_gpus_per_node).max(1);
         let kinds = &self.proposers.kinds;
-        let base = self.answers.base(job, kinds.len());
+        let (number, base) = self.answers.base(job, kinds.len());
         let point = self.answers.point;
         self.seen.clear();
         for (k, (kind, placer)) in kinds.iter().zip(&mut self.proposers.placers).enumerate() {
@@ -813,7 +814,7 @@ impl<'a> Walk<'_, 'a, '_> {
         let (planner, pools) = (&mut *self.planner, &mut self.pools);
         let answer = self
             .preemptions
-            .entry((self.answers.number(job), job.qos, job.priority, queue))
+            .entry((number, job.qos, job.priority, queue))
             .or_insert_with(|| {
                 preempt_proposal(ctx, planner, placer.as_mut(), las, mix, job, pools)
             });

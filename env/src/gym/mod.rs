@@ -34,4 +34,4 @@ pub use features::{
     WAIT_ACTION,
 };
 pub use reward::{Objective, RewardConfig, RewardTerms};
-pub use vector::{VecEnv, VecStep, window_pool};
+pub use vector::{StepPool, VecEnv, VecStep, window_pool};

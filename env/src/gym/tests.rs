@@ -247,8 +247,8 @@ fn vec_env_steps_the_same_on_one_thread_and_on_several() {
     let spec = Arc::new(load_cluster("4x8:V100").unwrap());
     let train = synthetic_trace(200, &spec, 0.9, 11);
     let pool = window_pool(&train, 20, 6, 5).unwrap();
-    let run = |threads: usize| {
-        let mut venv = VecEnv::new(
+    let make = || {
+        VecEnv::new(
             &pool,
             Arc::clone(&spec),
             cfg(RewardConfig::default(), 40, 0.0),
@@ -256,31 +256,46 @@ fn vec_env_steps_the_same_on_one_thread_and_on_several() {
             9,
         )
         .unwrap()
-        .with_threads(threads);
-        let mut obs = venv.reset().unwrap();
-        let mut steps = Vec::new();
+    };
+    // Steps every VecEnv of `venvs` in turn, 120 times; each one's steps.
+    let run = |mut venvs: Vec<VecEnv<'_>>| {
+        let mut obs: Vec<_> = venvs.iter_mut().map(|v| v.reset().unwrap()).collect();
+        let mut steps = vec![Vec::new(); venvs.len()];
         for t in 0..120 {
-            // Alternate the first legal action and "wait" so episodes end at different times.
-            let actions: Vec<usize> = obs
-                .iter()
-                .enumerate()
-                .map(|(i, o)| {
-                    if (t + i) % 3 == 0 {
-                        WAIT_ACTION
-                    } else {
-                        o.legal_actions().next().unwrap()
-                    }
-                })
-                .collect();
-            let s = venv.step(&actions).unwrap();
-            obs = s.obs.clone();
-            steps.push(s);
+            for (k, venv) in venvs.iter_mut().enumerate() {
+                // Alternate the first legal action and "wait" so episodes end at different
+                // times.
+                let actions: Vec<usize> = obs[k]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| {
+                        if (t + i) % 3 == 0 {
+                            WAIT_ACTION
+                        } else {
+                            o.legal_actions().next().unwrap()
+                        }
+                    })
+                    .collect();
+                let s = venv.step(&actions).unwrap();
+                obs[k] = s.obs.clone();
+                steps[k].push(s);
+            }
         }
         steps
     };
-    let one = run(1);
-    assert_eq!(one, run(3));
-    assert_eq!(one, run(4));
+    let one = run(vec![make().with_threads(1)]).remove(0);
+    assert_eq!(one, run(vec![make().with_threads(3)])[0]);
+    assert_eq!(one, run(vec![make().with_threads(4)])[0]);
+    // Two VecEnvs taking turns on one shared pool of 3 threads (as a trainer's, one per
+    // training trace) step as each would alone.
+    let shared = StepPool::new(3).unwrap();
+    assert_eq!(shared.threads(), 3);
+    let both = run(vec![
+        make().with_pool(Some(&shared)),
+        make().with_pool(Some(&shared)),
+    ]);
+    assert_eq!(both, vec![one.clone(), one]);
+    assert!(StepPool::new(1).is_none());
 }
 
 /// `trace` with QoS classes mixed by job index (guaranteed, best-effort, burstable,

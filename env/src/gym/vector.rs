@@ -44,6 +44,37 @@ pub struct VecStep {
     pub infos: Vec<Info>,
 }
 
+/// Worker threads that step environments, shareable by several `VecEnv`s (a trainer with one
+/// `VecEnv` per training trace steps them one after another, so one pool serves them all).
+#[derive(Debug, Clone)]
+pub struct StepPool {
+    workers: Arc<rayon::ThreadPool>,
+}
+
+impl StepPool {
+    /// A pool for stepping on `threads` threads: the calling thread steps one chunk itself,
+    /// so it holds `threads - 1` workers. `None` for one thread, or when the system refuses
+    /// the threads (stepping is then sequential, with the same results).
+    pub fn new(threads: usize) -> Option<StepPool> {
+        if threads <= 1 {
+            return None;
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads - 1)
+            .thread_name(|i| format!("vecenv-{i}"))
+            .build()
+            .ok()
+            .map(|workers| StepPool {
+                workers: Arc::new(workers),
+            })
+    }
+
+    /// The threads a step uses: the workers and the caller.
+    pub fn threads(&self) -> usize {
+        self.workers.current_num_threads() + 1
+    }
+}
+
 /// N environments over windows drawn (seeded) from a pool.
 pub struct VecEnv<'t> {
     pool: &'t [Trace],
@@ -52,8 +83,9 @@ pub struct VecEnv<'t> {
     envs: Vec<SchedEnv<'t>>,
     rng: StdRng,
     threads: usize,
-    /// The workers when `threads > 1` (built on first use; `None` steps sequentially).
-    workers: Option<rayon::ThreadPool>,
+    /// The workers when `threads > 1` (built on first use unless shared; `None` steps
+    /// sequentially).
+    workers: Option<StepPool>,
 }
 
 impl std::fmt::Debug for VecEnv<'_> {
@@ -102,16 +134,19 @@ impl<'t> VecEnv<'t> {
         self
     }
 
+    /// Steps on `pool`'s threads (shared with whoever else holds it) instead of a pool of its
+    /// own; `None`: sequentially.
+    pub fn with_pool(mut self, pool: Option<&StepPool>) -> Self {
+        self.threads = pool.map_or(1, StepPool::threads);
+        self.workers = pool.cloned();
+        self
+    }
+
     /// Builds the worker pool for `threads` threads once. Without one (one thread, or the
     /// system refused the threads) `step` runs sequentially, with the same results.
     fn start_workers(&mut self, threads: usize) {
         if threads > 1 && self.workers.is_none() {
-            // The calling thread steps the first chunk itself: `threads - 1` workers.
-            self.workers = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads - 1)
-                .thread_name(|i| format!("vecenv-{i}"))
-                .build()
-                .ok();
+            self.workers = StepPool::new(threads);
         }
     }
 
@@ -175,7 +210,7 @@ impl<'t> VecEnv<'t> {
                 .collect::<Vec<_>>()
         };
         let steps: Vec<Result<super::env::Step, EnvError>> = match self.workers.as_ref() {
-            Some(workers) if threads > 1 => {
+            Some(StepPool { workers }) if threads > 1 => {
                 let mut chunks = envs.chunks_mut(chunk).zip(actions.chunks(chunk));
                 let first = chunks.next();
                 let mut rest: Vec<Vec<_>> = Vec::new();
