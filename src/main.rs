@@ -23,6 +23,7 @@ macro_rules! out {
 
 /// mimalloc for every subcommand: the service's requests and the simulator's steps allocate
 /// many short-lived vectors, which glibc's malloc served at ~30% of a session request's CPU.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
