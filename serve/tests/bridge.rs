@@ -18,6 +18,10 @@ struct World {
     calls: Vec<String>,
     fail_pin: Vec<u64>,
     fail_requeue: Vec<u64>,
+    /// Reads that show the nodes as they were before every running job started (nodes read
+    /// before a job started, its record after), counted down.
+    torn_reads: usize,
+    reads: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -32,8 +36,18 @@ fn err(what: &str) -> SlurmError {
 
 impl SlurmCtl for Fake {
     fn read(&self) -> Result<(Vec<SlurmNode>, Vec<SlurmJob>), SlurmError> {
-        let w = self.0.lock().unwrap();
-        Ok((w.nodes.clone(), w.jobs.clone()))
+        let mut w = self.0.lock().unwrap();
+        w.reads += 1;
+        let mut nodes = w.nodes.clone();
+        if w.torn_reads > 0 {
+            w.torn_reads -= 1;
+            for n in &mut nodes {
+                n.cpu_alloc = 0;
+                n.mem_alloc_mib = 0;
+                n.gpu_used.clear();
+            }
+        }
+        Ok((nodes, w.jobs.clone()))
     }
     fn pin(&self, job: u64, nodes: &[String], restart: bool) -> Result<(), SlurmError> {
         let mut w = self.0.lock().unwrap();
@@ -262,4 +276,56 @@ async fn a_job_no_partition_node_can_hold_is_not_sent_and_the_service_down_is_re
     assert!(r.service_error.is_some(), "{r:?}");
     assert!(r.to_slurm.is_empty(), "fail-closed");
     assert!(b.state().outage_since_ms.is_some());
+}
+
+#[tokio::test]
+async fn nodes_and_jobs_read_while_a_job_started_are_read_again() {
+    let svc = service("fifo/best-fit").await;
+    let fake = Fake::default();
+    {
+        let mut w = fake.0.lock().unwrap();
+        let mut a1 = node("a1", &["gpu"]);
+        let busy = running(job(10, "gpu", 4), &mut a1);
+        w.nodes = vec![a1, node("a2", &["gpu"])];
+        w.jobs = vec![busy, job(11, "gpu", 4)];
+        // The first read shows a1 idle while job 10 runs there.
+        w.torn_reads = 1;
+    }
+    let (nodes, jobs) = fake.read().unwrap();
+    let why = lachesis_serve::slurm::bridge::torn(&nodes, &jobs).unwrap();
+    assert!(why.contains("node a1"), "{why}");
+    assert_eq!(
+        lachesis_serve::slurm::bridge::torn(&fake.read().unwrap().0, &jobs),
+        None
+    );
+
+    fake.0.lock().unwrap().torn_reads = 1;
+    let mut b = bridge(&fake, svc.grpc_addr, "");
+    let reads = fake.0.lock().unwrap().reads;
+    let r = b.cycle().await.unwrap();
+    assert_eq!(fake.0.lock().unwrap().reads - reads, 2, "{r:?}");
+    assert_eq!(r.torn_reads, 1);
+    assert!(r.service_error.is_none(), "{r:?}");
+    // Job 11 goes to a2: a1 is taken by job 10, as the second read shows.
+    assert_eq!(r.placed, [(11, vec!["a2".to_string()])]);
+
+    // A view that stays torn is read three times, then sent: the service refuses it, naming
+    // the node's field, and the cycle reports that without failing.
+    {
+        let mut w = fake.0.lock().unwrap();
+        let j = w.jobs.iter_mut().find(|j| j.id == 11).unwrap();
+        j.priority = 0;
+        j.req_nodes.clear();
+        w.torn_reads = 100;
+    }
+    let reads = fake.0.lock().unwrap().reads;
+    let r = b.cycle().await.unwrap();
+    assert_eq!(fake.0.lock().unwrap().reads - reads, 3, "{r:?}");
+    assert_eq!(r.torn_reads, 2);
+    let e = r.service_error.unwrap();
+    assert!(
+        e.contains("InvalidArgument") && e.contains("nodes[0]"),
+        "{e}"
+    );
+    svc.shutdown().await.unwrap();
 }

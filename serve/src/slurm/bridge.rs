@@ -89,10 +89,51 @@ pub struct CycleReport {
     pub fallbacks: Vec<String>,
     /// The service could not be asked (why), if so.
     pub service_error: Option<String>,
+    /// Reads of Slurm taken again because nodes and jobs disagreed (see `torn`).
+    pub torn_reads: usize,
     /// Time reading Slurm, asking the service, and pinning and releasing, ms.
     pub read_ms: f64,
     pub decide_ms: f64,
     pub apply_ms: f64,
+}
+
+/// Reads of Slurm a cycle takes at most while nodes and jobs disagree.
+const READS: usize = 3;
+
+/// Where the nodes' allocations and the running jobs' disagree, as two reads taken while a job
+/// started or ended would: a node whose running jobs hold more CPUs, memory or GPUs than the
+/// node reports allocated. `None` when they agree.
+pub fn torn(nodes: &[SlurmNode], jobs: &[SlurmJob]) -> Option<String> {
+    let mut held: BTreeMap<&str, (u64, u64, BTreeSet<u32>)> = BTreeMap::new();
+    for j in jobs.iter().filter(|j| j.holds_resources()) {
+        for a in &j.alloc {
+            let h = held.entry(a.node.as_str()).or_default();
+            h.0 += u64::from(a.cpus);
+            h.1 += a.mem_mib.unwrap_or(0);
+            h.2.extend(a.gpus.iter().copied());
+        }
+    }
+    nodes.iter().find_map(|n| {
+        let (cpus, mem, gpus) = held.get(n.name.as_str())?;
+        if *cpus > u64::from(n.cpu_alloc) {
+            Some(format!(
+                "node {}: its jobs hold {cpus} CPUs, the node reports {} allocated",
+                n.name, n.cpu_alloc
+            ))
+        } else if *mem > n.mem_alloc_mib {
+            Some(format!(
+                "node {}: its jobs hold {mem} MiB, the node reports {} allocated",
+                n.name, n.mem_alloc_mib
+            ))
+        } else if !gpus.is_subset(&n.gpu_used) {
+            Some(format!(
+                "node {}: its jobs hold GPUs {gpus:?}, the node reports {:?} in use",
+                n.name, n.gpu_used
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// Why a cycle failed as a whole.
@@ -207,7 +248,19 @@ impl<C: SlurmCtl> Bridge<C> {
     pub async fn cycle(&mut self) -> Result<CycleReport, BridgeError> {
         let mut report = CycleReport::default();
         let t = Instant::now();
-        let (nodes, jobs) = self.ctl.read()?;
+        let (mut nodes, mut jobs) = self.ctl.read()?;
+        // Nodes and jobs are two reads: a job that started or ended between them shows on one
+        // and not the other, and the service refuses a node reported freer than its running
+        // jobs leave. Read again, a few times at most; a view still torn goes to the service,
+        // which names the field.
+        for _ in 1..READS {
+            let Some(why) = torn(&nodes, &jobs) else {
+                break;
+            };
+            tracing::debug!(%why, "nodes and jobs read at different moments: reading again");
+            report.torn_reads += 1;
+            (nodes, jobs) = self.ctl.read()?;
+        }
         report.read_ms = t.elapsed().as_secs_f64() * 1e3;
         let now = now_ms();
         let grace = self.cfg.requeue_grace_ms;
