@@ -37,7 +37,6 @@ use super::{
 use crate::job::{JobSpec, Qos};
 use crate::units::{JobId, NodeId};
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
 
 /// Class-based preemption; see the module docs for the rule.
 #[derive(Debug, Default)]
@@ -87,16 +86,22 @@ fn victim_set(
             .sum()
     };
     // Each node's candidates, cheapest first (one pass over the pool).
-    let mut by_node: BTreeMap<NodeId, Vec<JobId>> = BTreeMap::new();
+    // The candidates on each node, nodes ascending, each node's in the pool's order: (node,
+    // job) pairs of every task, sorted stably by node, a job's repeats on one node (adjacent
+    // then) dropped. One vector, where a map of vectors allocated one per node.
+    let mut by_node: Vec<(NodeId, JobId)> = Vec::with_capacity(ids.len());
     for v in &ids {
         if let Some(a) = planner.state().allocation(*v) {
-            for node in a.nodes() {
-                by_node.entry(node).or_default().push(*v);
-            }
+            by_node.extend(a.tasks.iter().map(|t| (t.node, *v)));
         }
     }
+    by_node.sort_by_key(|(node, _)| *node);
+    by_node.dedup();
     let mut best: Option<(usize, u128, Vec<JobId>)> = None;
-    for on in by_node.into_values() {
+    let mut on: Vec<JobId> = Vec::new();
+    for group in by_node.chunk_by(|a, b| a.0 == b.0) {
+        on.clear();
+        on.extend(group.iter().map(|(_, v)| *v));
         let Some(k) = shortest_prefix(planner, placer, room, job, &on) else {
             continue;
         };
