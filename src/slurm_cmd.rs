@@ -87,6 +87,7 @@ async fn bridge_loop(cfg: BridgeConfig, once: bool) -> Result<()> {
                         reheld = ?r.reheld,
                         decided_by = ?r.decided_by,
                         fallbacks = ?r.fallbacks,
+                        torn_reads = r.torn_reads,
                         read_ms = r.read_ms as u64,
                         decide_ms = r.decide_ms as u64,
                         apply_ms = r.apply_ms as u64,
