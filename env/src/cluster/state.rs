@@ -215,6 +215,23 @@ impl ClusterState {
         if self.running.contains_key(&job.id) {
             return Err(StateError::AlreadyRunning(job.id));
         }
+        self.take_tasks(job, &tasks)?;
+        self.running.insert(
+            job.id,
+            Allocation {
+                job: job.id,
+                task: job.task,
+                tasks: tasks.into(),
+                preemptible: job.preemptible,
+            },
+        );
+        Ok(())
+    }
+
+    /// Takes the free capacity of every task of `job` as given (the task count checked
+    /// first), or nothing: the checks of `allocate` (and of `try_decision`'s placements)
+    /// after the job is known not to run, without entering it in `running`.
+    fn take_tasks(&mut self, job: &JobSpec, tasks: &[TaskPlacement]) -> Result<(), StateError> {
         let infeasible = |reason| StateError::Infeasible {
             job: job.id,
             reason,
@@ -234,15 +251,6 @@ impl ClusterState {
                 return Err(infeasible(reason));
             }
         }
-        self.running.insert(
-            job.id,
-            Allocation {
-                job: job.id,
-                task: job.task,
-                tasks: tasks.into(),
-                preemptible: job.preemptible,
-            },
-        );
         Ok(())
     }
 
@@ -346,30 +354,14 @@ impl ClusterState {
                 for t in tasks.iter() {
                     save(self, t.node, &mut saved, &mut saved_gpus);
                 }
-                // `allocate`'s checks in its order, without its bookkeeping: everything
+                // `allocate`'s checks, without entering the job in `running`: everything
                 // this changes is written back below.
                 let fault = if self.running.contains_key(&job.id) || !added.insert(job.id) {
-                    Some(StateError::AlreadyRunning(job.id))
-                } else if tasks.len() != job.tasks as usize {
-                    Some(StateError::Infeasible {
-                        job: job.id,
-                        reason: Infeasible::TaskCount {
-                            want: job.tasks,
-                            got: tasks.len() as u32,
-                        },
-                    })
+                    Err(StateError::AlreadyRunning(job.id))
                 } else {
-                    let mask = self.spec.model_mask(&job.gpu_types);
-                    tasks.iter().find_map(|t| {
-                        self.take_task(&job.task, mask, t).err().map(|reason| {
-                            StateError::Infeasible {
-                                job: job.id,
-                                reason,
-                            }
-                        })
-                    })
+                    self.take_tasks(job, tasks)
                 };
-                if let Some(e) = fault {
+                if let Err(e) = fault {
                     result = Err(DecisionFault::Placement(i, e));
                     break;
                 }
