@@ -64,44 +64,49 @@ impl Candidate {
     }
 }
 
-/// The victims for `job` among `pool` (ranked cheapest first) by the module's rule.
+/// The victims for `job` among the candidates of `pool` (ranked cheapest first) of a class
+/// below `below`, by the module's rule.
 fn victim_set(
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
     room: &Room,
     job: &JobSpec,
     pool: &[Candidate],
+    below: (Reverse<Qos>, i32),
 ) -> Option<Vec<JobId>> {
-    let ids: Vec<JobId> = pool.iter().map(|c| c.job).collect();
-    if let Some(single) = ids
-        .iter()
-        .find(|v| fits_after_freeing(planner, placer, room, job, &[**v]))
-    {
-        return Some(vec![*single]);
+    // Most searches end here, a few candidates in: the pool is only filtered as it is walked.
+    let mut lower = pool.iter().filter(|c| c.class < below).map(|c| c.job);
+    if let Some(single) = lower.find(|v| fits_after_freeing(planner, placer, room, job, &[*v])) {
+        return Some(vec![single]);
     }
+    let pool: Vec<&Candidate> = pool.iter().filter(|c| c.class < below).collect();
+    let ids: Vec<JobId> = pool.iter().map(|c| c.job).collect();
     let risk = |set: &[JobId]| -> u128 {
         pool.iter()
             .filter(|c| set.contains(&c.job))
             .map(|c| c.risk)
             .sum()
     };
-    // Each node's candidates, cheapest first (one pass over the pool).
-    // The candidates on each node, nodes ascending, each node's in the pool's order: (node,
-    // job) pairs of every task, sorted stably by node, a job's repeats on one node (adjacent
-    // then) dropped. One vector, where a map of vectors allocated one per node.
-    let mut by_node: Vec<(NodeId, JobId)> = Vec::with_capacity(ids.len());
-    for v in &ids {
+    // The candidates on each node, nodes ascending, each node's in the pool's order (cheapest
+    // first): (node, position in the pool) pairs of every task, sorted, a job's repeats on one
+    // node (equal pairs, adjacent then) dropped. The position makes every other pair distinct,
+    // so the unstable sort gives the order a stable sort by node would. One vector, where a map
+    // of vectors allocated one per node.
+    let mut by_node: Vec<(NodeId, u32)> = Vec::with_capacity(ids.len());
+    for (i, v) in ids.iter().enumerate() {
         if let Some(a) = planner.state().allocation(*v) {
-            by_node.extend(a.tasks.iter().map(|t| (t.node, *v)));
+            let i = u32::try_from(i)
+                .expect("the pool's jobs have distinct u32 ids, so fewer than 2^32");
+            by_node.extend(a.tasks.iter().map(|t| (t.node, i)));
         }
     }
-    by_node.sort_by_key(|(node, _)| *node);
+    by_node.sort_unstable();
     by_node.dedup();
     let mut best: Option<(usize, u128, Vec<JobId>)> = None;
     let mut on: Vec<JobId> = Vec::new();
     for group in by_node.chunk_by(|a, b| a.0 == b.0) {
         on.clear();
-        on.extend(group.iter().map(|(_, v)| *v));
+        on.extend(group.iter().map(|(_, i)| ids[*i as usize]));
         let Some(k) = shortest_prefix(planner, placer, room, job, &on) else {
             continue;
         };
@@ -189,7 +194,9 @@ pub(super) fn preemptible_pool(
             }
         })
         .collect();
-    pool.sort_by_key(Candidate::rank);
+    // The rank ends with the job id, unique in the pool, so no two keys tie and the unstable
+    // sort gives exactly the stable sort's order, faster.
+    pool.sort_unstable_by_key(Candidate::rank);
     pool
 }
 
@@ -202,15 +209,14 @@ fn victims_among(
     pool: &[Candidate],
 ) -> Option<Vec<JobId>> {
     let below = class(job);
-    let lower: Vec<Candidate> = pool.iter().copied().filter(|c| c.class < below).collect();
-    if lower.is_empty() {
+    if !pool.iter().any(|c| c.class < below) {
         return None;
     }
     let room = Room::new(planner.state(), job);
     if fits_after_freeing(planner, placer, &room, job, &[]) {
         return None;
     }
-    victim_set(planner, placer, &room, job, &lower)
+    victim_set(planner, placer, &room, job, pool, below)
 }
 
 /// The minimal victim set `ClassPreempt` would preempt for the blocked `job` on the planner's

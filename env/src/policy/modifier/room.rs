@@ -36,14 +36,29 @@ pub(super) struct Room {
     need: u64,
     /// Tasks of the job the cluster holds now, capped per node at `need`.
     now: u64,
+    /// Each node as the planner holds it, by node index: what a freeing starts from.
+    before: Vec<NodeRoom>,
     /// Reused by `admits_after` and `first_prefix` (see `Freed::spare`).
     scratch: RefCell<Freed>,
+}
+
+/// One node's room for the job before anything is freed.
+#[derive(Debug, Clone, Copy)]
+struct NodeRoom {
+    /// Whether the node's GPUs may hold the job's tasks (always, for a CPU-only task).
+    ok: bool,
+    /// The node's GPU units (see `Room::units`), summed over its GPUs.
+    units: u32,
+    /// Tasks of the job the node holds.
+    held: u64,
 }
 
 /// A touched node's free capacity with the freed jobs given back.
 #[derive(Debug)]
 struct Scratch {
     gpus: Vec<u32>,
+    /// `Room::units` summed over `gpus`, kept as they change.
+    units: u32,
     cpu: u64,
     mem: u64,
     /// Tasks of the job the node holds with what was freed on it so far.
@@ -116,19 +131,29 @@ impl Room {
             mask: state.spec().model_mask(&job.gpu_types),
             need: u64::from(job.tasks),
             now: 0,
+            before: Vec::with_capacity(state.spec().nodes.len()),
             scratch: RefCell::new(Freed::default()),
         };
         let fractional = job.task.is_fractional();
         for node in state.spec().node_ids() {
-            let held = if fractional {
-                room.holds(
-                    state,
-                    node,
-                    state.gpu_free(node).iter().map(|f| u32::from(*f)),
-                )
+            let ok = room.task.gpus == 0 || room.model_ok(state, node);
+            let units = if room.task.gpus == 0 || !ok {
+                0
+            } else if fractional {
+                state
+                    .gpu_free(node)
+                    .iter()
+                    .map(|f| room.units(u32::from(*f)))
+                    .sum()
             } else {
-                room.holds_whole(state, node, state.free_whole_gpus(node))
+                state.free_whole_gpus(node)
             };
+            let held = if ok {
+                room.cap(units, state.cpu_free(node), state.mem_free(node))
+            } else {
+                0
+            };
+            room.before.push(NodeRoom { ok, units, held });
             room.now = room.now.saturating_add(held);
         }
         room
@@ -141,12 +166,60 @@ impl Room {
 
     /// Whether the cluster could hold every task with `victims` freed (all of them).
     pub fn admits_after(&self, state: &ClusterState, victims: &[JobId]) -> bool {
+        if let [v] = victims
+            && let Some(admits) = self.admits_single(state, *v)
+        {
+            return admits;
+        }
+        self.admits_freeing(state, victims)
+    }
+
+    /// `admits_after` through the scratch: every victim freed into it, node by node.
+    fn admits_freeing(&self, state: &ClusterState, victims: &[JobId]) -> bool {
         let mut freed = self.scratch.borrow_mut();
         freed.clear();
         for v in victims {
             self.free(state, &mut freed, *v);
         }
         self.admits(&freed)
+    }
+
+    /// `admits_after` for one victim whose tasks are on distinct nodes (the single-victim
+    /// scan asks this of every candidate): the same sums as `apply`, each node's taken from
+    /// the cluster as it stands, without a scratch. `None` for a victim with two tasks on one
+    /// node, or more tasks than `SCAN`, which `admits_freeing` answers.
+    fn admits_single(&self, state: &ClusterState, v: JobId) -> Option<bool> {
+        let Some(alloc) = state.allocation(v) else {
+            return Some(self.admits(&Freed::default()));
+        };
+        let tasks = &alloc.tasks[..];
+        let shared = |i: usize| tasks[..i].iter().any(|t| t.node == tasks[i].node);
+        if tasks.len() > SCAN || (1..tasks.len()).any(shared) {
+            return None;
+        }
+        let task = &alloc.task;
+        let mut gained = 0u64;
+        for t in tasks {
+            let before = self.before[t.node.index()];
+            if !before.ok {
+                continue;
+            }
+            let free = state.gpu_free(t.node);
+            let mut units = before.units;
+            for g in &t.gpus {
+                if let Some(f) = free.get(*g as usize) {
+                    let f = u32::from(*f);
+                    units = units - self.units(f) + self.units(f + task.gpu_milli);
+                }
+            }
+            let held = self.cap(
+                units,
+                state.cpu_free(t.node) + task.cpu_milli,
+                state.mem_free(t.node) + task.mem_mib,
+            );
+            gained = (gained + held).saturating_sub(before.held);
+        }
+        Some(self.now.saturating_add(gained) >= self.need)
     }
 
     /// The shortest prefix of `victims` (at least one) after whose release the cluster could
@@ -180,82 +253,55 @@ impl Room {
         let task = &alloc.task;
         let step = |x: &mut u64, by: u64| *x = if add { *x + by } else { x.saturating_sub(by) };
         for t in alloc.tasks.iter() {
+            let before = self.before[t.node.index()];
+            if !before.ok {
+                // A node of a model the job does not allow holds none of its tasks, whatever
+                // is freed there.
+                continue;
+            }
             let scratch = freed.slot(t.node, |mut gpus| {
                 gpus.extend(state.gpu_free(t.node).iter().map(|f| u32::from(*f)));
-                let held = self.holds(state, t.node, gpus.iter().copied());
                 Scratch {
                     gpus,
+                    units: before.units,
                     cpu: state.cpu_free(t.node),
                     mem: state.mem_free(t.node),
-                    held,
+                    held: before.held,
                 }
             });
             for g in &t.gpus {
                 if let Some(f) = scratch.gpus.get_mut(*g as usize) {
+                    let old = *f;
                     *f = if add {
-                        *f + task.gpu_milli
+                        old + task.gpu_milli
                     } else {
-                        f.saturating_sub(task.gpu_milli)
+                        old.saturating_sub(task.gpu_milli)
                     };
+                    // `units` is the sum over `gpus` of their units, so it holds this GPU's
+                    // old units: the difference cannot underflow.
+                    scratch.units = scratch.units - self.units(old) + self.units(*f);
                 }
             }
             step(&mut scratch.cpu, task.cpu_milli);
             step(&mut scratch.mem, task.mem_mib);
-            let held = self.holds_capacity(
-                state,
-                t.node,
-                scratch.gpus.iter().copied(),
-                scratch.cpu,
-                scratch.mem,
-            );
+            let held = self.cap(scratch.units, scratch.cpu, scratch.mem);
             // `gained` is the sum over touched nodes of what they hold now minus before.
             let before = std::mem::replace(&mut scratch.held, held);
             freed.gained = (freed.gained + held).saturating_sub(before);
         }
     }
 
-    /// Tasks `node` holds with free GPU shares `gpus` and its current CPU and memory.
-    fn holds(&self, state: &ClusterState, node: NodeId, gpus: impl Iterator<Item = u32>) -> u64 {
-        self.holds_capacity(
-            state,
-            node,
-            gpus,
-            state.cpu_free(node),
-            state.mem_free(node),
-        )
-    }
-
-    /// Tasks `node` holds with `whole` free whole GPUs and its current CPU and memory.
-    fn holds_whole(&self, state: &ClusterState, node: NodeId, whole: u32) -> u64 {
-        let gpu = if self.task.gpus == 0 {
-            u64::MAX
-        } else if !self.model_ok(state, node) {
-            0
-        } else {
-            u64::from(whole / self.task.gpus)
-        };
-        self.cap(gpu, state.cpu_free(node), state.mem_free(node))
-    }
-
-    fn holds_capacity(
-        &self,
-        state: &ClusterState,
-        node: NodeId,
-        gpus: impl Iterator<Item = u32>,
-        cpu: u64,
-        mem: u64,
-    ) -> u64 {
-        let gpu = if self.task.gpus == 0 {
-            u64::MAX
-        } else if !self.model_ok(state, node) {
+    /// What a GPU with free share `free` counts towards the job's GPU slots on its node:
+    /// whether it is whole, for a task of whole GPUs; how many of the task's shares it holds,
+    /// for a fractional task; nothing for a CPU-only task.
+    fn units(&self, free: u32) -> u32 {
+        if self.task.gpus == 0 {
             0
         } else if self.task.is_fractional() {
-            gpus.map(|f| u64::from(f / self.task.gpu_milli)).sum()
+            free / self.task.gpu_milli
         } else {
-            let whole = gpus.filter(|f| *f >= GPU_MILLI).count() as u64;
-            whole / u64::from(self.task.gpus)
-        };
-        self.cap(gpu, cpu, mem)
+            u32::from(free >= GPU_MILLI)
+        }
     }
 
     fn model_ok(&self, state: &ClusterState, node: NodeId) -> bool {
@@ -266,9 +312,17 @@ impl Room {
             .is_some_and(|m| self.mask & (1u64 << m.0) != 0)
     }
 
-    /// The tasks a node holds given its GPU slots and free CPU and memory, capped at the need.
-    fn cap(&self, gpu: u64, cpu: u64, mem: u64) -> u64 {
+    /// The tasks a node of an allowed model holds given its GPU units (see `units`) and free
+    /// CPU and memory, capped at the need: a task needs `task.gpus` whole GPUs, or one share.
+    fn cap(&self, units: u32, cpu: u64, mem: u64) -> u64 {
         let by = |free: u64, per: u64| free.checked_div(per).unwrap_or(u64::MAX);
+        let gpu = if self.task.gpus == 0 {
+            u64::MAX
+        } else if self.task.is_fractional() {
+            u64::from(units)
+        } else {
+            u64::from(units / self.task.gpus)
+        };
         gpu.min(by(cpu, self.task.cpu_milli))
             .min(by(mem, self.task.mem_mib))
             .min(self.need)
@@ -430,6 +484,23 @@ mod tests {
                     planner.undo_to(mark);
                     prop_assert_eq!(admits, fits, "prefix {} {:?}", k, strategy);
                 }
+            }
+        }
+
+        /// The single-victim sums give what freeing the victim through the scratch gives, for
+        /// every running job (tasks on one node or several) and every pending shape.
+        #[test]
+        fn single_victims_are_counted_as_through_the_scratch(
+            (nodes, running, pending, allowed, seed) in world()
+        ) {
+            let b = build(&nodes, &running, pending, allowed, seed);
+            let room = Room::new(&b.state, &b.pending);
+            for v in &b.victims {
+                prop_assert_eq!(
+                    room.admits_after(&b.state, &[*v]),
+                    room.admits_freeing(&b.state, &[*v]),
+                    "victim {:?}", v
+                );
             }
         }
 
