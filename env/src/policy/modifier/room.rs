@@ -315,6 +315,26 @@ impl Room {
     /// The tasks a node of an allowed model holds given its GPU units (see `units`) and free
     /// CPU and memory, capped at the need: a task needs `task.gpus` whole GPUs, or one share.
     fn cap(&self, units: u32, cpu: u64, mem: u64) -> u64 {
+        // Most nodes asked hold none of the tasks or all the job needs: told by products
+        // first, and only the others divided (three divisions a node, for every node of the
+        // cluster and every freeing, were the larger part of a count).
+        let holds = |k: u64| {
+            let gpu = if self.task.gpus == 0 {
+                true
+            } else if self.task.is_fractional() {
+                k <= u64::from(units)
+            } else {
+                k * u64::from(self.task.gpus) <= u64::from(units)
+            };
+            let within = |free: u64, per: u64| k.checked_mul(per).is_some_and(|p| p <= free);
+            gpu && within(cpu, self.task.cpu_milli) && within(mem, self.task.mem_mib)
+        };
+        if self.need == 0 || !holds(1) {
+            return 0;
+        }
+        if holds(self.need) {
+            return self.need;
+        }
         let by = |free: u64, per: u64| free.checked_div(per).unwrap_or(u64::MAX);
         let gpu = if self.task.gpus == 0 {
             u64::MAX
