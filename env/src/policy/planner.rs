@@ -85,6 +85,11 @@ impl<'a> Planner<'a> {
         true
     }
 
+    /// Whether this planner has freed `job` (and not taken it back).
+    pub fn has_freed(&self, job: JobId) -> bool {
+        self.freed.contains(&job)
+    }
+
     /// Takes back the resources of a job this planner freed (out of journal order, to try the
     /// sets that spare one victim without freeing the others again); undone like any change.
     /// `false` if the job is not freed here.

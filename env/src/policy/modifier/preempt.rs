@@ -92,9 +92,14 @@ fn victim_set(
     // node (equal pairs, adjacent then) dropped. The position makes every other pair distinct,
     // so the unstable sort gives the order a stable sort by node would. One vector, where a map
     // of vectors allocated one per node.
+    // Which candidates run on one node alone and are not freed on the planner already: a node
+    // whose candidates are all such is passed over when its capacity rules it out
+    // (`Room::node_may_make_room`), as its prefix search would find nothing.
     let mut by_node: Vec<(NodeId, u32)> = Vec::with_capacity(ids.len());
+    let mut alone = vec![false; ids.len()];
     for (i, v) in ids.iter().enumerate() {
         if let Some(a) = planner.state().allocation(*v) {
+            alone[i] = a.tasks.iter().all(|t| t.node == a.tasks[0].node) && !planner.has_freed(*v);
             let i = u32::try_from(i)
                 .expect("the pool's jobs have distinct u32 ids, so fewer than 2^32");
             by_node.extend(a.tasks.iter().map(|t| (t.node, i)));
@@ -105,6 +110,11 @@ fn victim_set(
     let mut best: Option<(usize, u128, Vec<JobId>)> = None;
     let mut on: Vec<JobId> = Vec::new();
     for group in by_node.chunk_by(|a, b| a.0 == b.0) {
+        if group.iter().all(|(_, i)| alone[*i as usize])
+            && !room.node_may_make_room(planner.state(), group[0].0)
+        {
+            continue;
+        }
         on.clear();
         on.extend(group.iter().map(|(_, i)| ids[*i as usize]));
         let Some(k) = shortest_prefix(planner, placer, room, job, &on) else {
@@ -430,5 +440,138 @@ mod tests {
         // Node 1 is empty: a 2-GPU guaranteed job fits without preempting.
         let runs: Vec<Run> = base().into_iter().filter(|r| r.0 != "d").collect();
         assert_eq!(victims(&runs, 1, 2, Guaranteed, 0), (vec![], false));
+    }
+
+    mod against_the_rule {
+        use super::super::super::room::tests::{Built, build, placers, world};
+        use super::*;
+        use crate::cluster::FitStrategy;
+        use proptest::prelude::*;
+        use std::cell::RefCell;
+
+        /// Whether `job` fits with `set` freed, by freeing it and asking the placer.
+        fn fits(
+            planner: &mut Planner<'_>,
+            placer: &mut dyn Placer,
+            job: &JobSpec,
+            set: &[JobId],
+        ) -> bool {
+            let mark = planner.mark();
+            for v in set {
+                planner.free_running(*v);
+            }
+            let fits = placer.place(planner, job).is_some();
+            planner.undo_to(mark);
+            fits
+        }
+
+        /// The module's rule as written, every set tried by freeing it and asking the placer:
+        /// no `Room`, no bound, no shortcut.
+        fn naive(
+            planner: &mut Planner<'_>,
+            placer: &mut dyn Placer,
+            job: &JobSpec,
+            lower: &[(JobId, u128)],
+        ) -> Option<Vec<JobId>> {
+            if fits(planner, placer, job, &[]) {
+                return None;
+            }
+            if let Some((v, _)) = lower
+                .iter()
+                .find(|(v, _)| fits(planner, placer, job, &[*v]))
+            {
+                return Some(vec![*v]);
+            }
+            let mut search = |planner: &mut Planner<'_>, list: &[JobId]| {
+                let k = (1..=list.len()).find(|k| fits(planner, placer, job, &list[..*k]))?;
+                let mut set = list[..k].to_vec();
+                for i in (0..set.len()).rev() {
+                    let mut without = set.clone();
+                    without.remove(i);
+                    if fits(planner, placer, job, &without) {
+                        set = without;
+                    }
+                }
+                Some(set)
+            };
+            let risk = |set: &[JobId]| -> u128 {
+                lower
+                    .iter()
+                    .filter(|(v, _)| set.contains(v))
+                    .map(|(_, r)| r)
+                    .sum()
+            };
+            let mut best: Option<(usize, u128, Vec<JobId>)> = None;
+            for node in planner.state().spec().node_ids().collect::<Vec<_>>() {
+                let on: Vec<JobId> = lower
+                    .iter()
+                    .map(|(v, _)| *v)
+                    .filter(|v| {
+                        planner
+                            .state()
+                            .allocation(*v)
+                            .is_some_and(|a| a.tasks.iter().any(|t| t.node == node))
+                    })
+                    .collect();
+                let Some(set) = search(planner, &on) else {
+                    continue;
+                };
+                let key = (set.len(), risk(&set));
+                if best.as_ref().is_none_or(|(n, r, _)| key < (*n, *r)) {
+                    best = Some((key.0, key.1, set));
+                }
+            }
+            if let Some((_, _, set)) = best {
+                return Some(set);
+            }
+            let all: Vec<JobId> = lower.iter().map(|(v, _)| *v).collect();
+            search(planner, &all)
+        }
+
+        proptest! {
+            /// `victims_among` (the room counts, single-victim sums, nodes ruled out by
+            /// capacity) picks the set the rule picks when every set is freed and tried, for
+            /// random clusters, running jobs (one task or a gang, whole or fractional), pending
+            /// shapes, classes and costs, with a placer that capacity decides and one that must
+            /// be asked.
+            #[test]
+            fn victims_are_the_rules_victims(
+                (nodes, running, pending, allowed, seed) in world(),
+                classes in prop::collection::vec(0u8..3, 40),
+            ) {
+                let Built { state, pending, victims } =
+                    build(&nodes, &running, pending, allowed, seed);
+                let below = (Reverse(Qos::Burstable), 0);
+                // Candidates in the victims' (random) order, which is their rank; some of a
+                // class as high as the job's, which are never victims.
+                let pool: Vec<Candidate> = victims
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| Candidate {
+                        job: *v,
+                        risk: (i as u128 * 7) % 5,
+                        gpus: 0,
+                        class: match classes[i % classes.len()] {
+                            0 => (Reverse(Qos::BestEffort), 0),
+                            1 => (Reverse(Qos::Burstable), -1),
+                            _ => below,
+                        },
+                    })
+                    .collect();
+                let lower: Vec<(JobId, u128)> =
+                    pool.iter().filter(|c| c.class < below).map(|c| (c.job, c.risk)).collect();
+                let mut job = pending;
+                job.qos = Qos::Burstable;
+                job.priority = 0;
+                let cell = RefCell::new(state);
+                let mut planner = Planner::new(cell.borrow_mut());
+                for mut placer in placers(FitStrategy::BestFit) {
+                    let placer = placer.as_mut();
+                    let fast = victims_among(&mut planner, placer, &job, &pool);
+                    let rule = naive(&mut planner, placer, &job, &lower);
+                    prop_assert_eq!(fast, rule, "complete: {}", placer.complete());
+                }
+            }
+        }
     }
 }

@@ -222,6 +222,30 @@ impl Room {
         Some(self.now.saturating_add(gained) >= self.need)
     }
 
+    /// Whether freeing jobs that run on `node` alone (no task elsewhere) could make room for
+    /// the job, whichever of them are freed: the node with all its capacity free holds at most
+    /// so many tasks, so freeing there gains at most that less what it holds now. A bound for
+    /// the victim searches to pass over a node's candidates without freeing them one by one.
+    /// It holds when those jobs are freed once only (not already freed on the planner):
+    /// what is free on a node and what its unfreed running jobs hold add up to at most its
+    /// capacity.
+    pub fn node_may_make_room(&self, state: &ClusterState, node: NodeId) -> bool {
+        let before = self.before[node.index()];
+        if !before.ok {
+            return self.now >= self.need;
+        }
+        let spec = state.spec().node(node);
+        let units = if self.task.gpus == 0 {
+            0
+        } else if self.task.is_fractional() {
+            spec.gpus * (GPU_MILLI / self.task.gpu_milli)
+        } else {
+            spec.gpus
+        };
+        let most = self.cap(units, spec.cpu_milli, spec.mem_mib);
+        self.now.saturating_add(most.saturating_sub(before.held)) >= self.need
+    }
+
     /// The shortest prefix of `victims` (at least one) after whose release the cluster could
     /// hold every task; `None` if not even all of them make room.
     pub fn first_prefix(&self, state: &ClusterState, victims: &[JobId]) -> Option<usize> {
@@ -350,7 +374,7 @@ impl Room {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::shortest_prefix;
     use super::*;
     use crate::cluster::FitStrategy;
@@ -377,9 +401,9 @@ mod tests {
     }
 
     /// A node: model (0 V100, 1 T4, 2 CPU-only), GPUs, cores, memory in 16 GiB.
-    type NodeShape = (u8, u32, u64, u64);
+    pub(in crate::policy::modifier) type NodeShape = (u8, u32, u64, u64);
     /// A job: task kind (see `task`), GPUs, share, CPU, memory, tasks.
-    type Shape = (u8, u32, u32, u64, u64, u32);
+    pub(in crate::policy::modifier) type Shape = (u8, u32, u32, u64, u64, u32);
 
     fn shape() -> impl Strategy<Value = Shape> {
         (0u8..3, 1u32..=4, 1u32..1000, 0u64..=8, 0u64..=4, 1u32..=3)
@@ -388,7 +412,8 @@ mod tests {
 
     /// A cluster of V100, T4 and CPU-only nodes, jobs placed first-fit until they stop
     /// fitting, a pending job (maybe restricted to one model) and a victim order.
-    fn world() -> impl Strategy<Value = (Vec<NodeShape>, Vec<Shape>, Shape, u8, u64)> {
+    pub(in crate::policy::modifier) fn world()
+    -> impl Strategy<Value = (Vec<NodeShape>, Vec<Shape>, Shape, u8, u64)> {
         (
             prop::collection::vec((0u8..3, 1u32..=8, 4u64..=32, 1u64..=8), 1..14),
             prop::collection::vec(shape(), 0..40),
@@ -415,20 +440,20 @@ mod tests {
     }
 
     /// Both paths of the searches: counting (a complete placer) and asking.
-    fn placers(strategy: FitStrategy) -> [Box<dyn Placer>; 2] {
+    pub(in crate::policy::modifier) fn placers(strategy: FitStrategy) -> [Box<dyn Placer>; 2] {
         [
             Box::new(StrategyPlacer::new("s", strategy)),
             Box::new(Asking(StrategyPlacer::new("s", strategy))),
         ]
     }
 
-    struct Built {
-        state: ClusterState,
-        pending: JobSpec,
-        victims: Vec<JobId>,
+    pub(in crate::policy::modifier) struct Built {
+        pub state: ClusterState,
+        pub pending: JobSpec,
+        pub victims: Vec<JobId>,
     }
 
-    fn build(
+    pub(in crate::policy::modifier) fn build(
         nodes: &[NodeShape],
         running: &[Shape],
         pending: Shape,
@@ -521,6 +546,31 @@ mod tests {
                     room.admits_freeing(&b.state, &[*v]),
                     "victim {:?}", v
                 );
+            }
+        }
+
+        /// A node whose jobs cannot make room by `node_may_make_room` has no prefix of its
+        /// jobs (those with no task elsewhere, in any order) that makes room.
+        #[test]
+        fn a_node_ruled_out_has_no_set_that_makes_room(
+            (nodes, running, pending, allowed, seed) in world()
+        ) {
+            let b = build(&nodes, &running, pending, allowed, seed);
+            let room = Room::new(&b.state, &b.pending);
+            for node in b.state.spec().node_ids() {
+                let alone: Vec<JobId> = b
+                    .victims
+                    .iter()
+                    .copied()
+                    .filter(|v| {
+                        b.state
+                            .allocation(*v)
+                            .is_some_and(|a| a.tasks.iter().all(|t| t.node == node))
+                    })
+                    .collect();
+                if !room.node_may_make_room(&b.state, node) {
+                    prop_assert_eq!(room.first_prefix(&b.state, &alone), None, "{:?}", node);
+                }
             }
         }
 
