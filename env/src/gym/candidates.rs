@@ -434,6 +434,9 @@ pub struct Enumerator {
     /// The proposers' answers by job shape (kept across calls for their allocations; each
     /// decision point uses only its own).
     answers: ShapeAnswers,
+    /// The victim searches' ranked running jobs, kept through the points of one decision
+    /// (`observe` starts them afresh).
+    pools: VictimPools,
 }
 
 /// The Tiresias settings the shortlist and features use.
@@ -471,6 +474,7 @@ impl Enumerator {
             limit,
             tiresias: LasQueues::new(),
             answers: ShapeAnswers::default(),
+            pools: VictimPools::default(),
         }
     }
 
@@ -484,6 +488,12 @@ impl Enumerator {
         e.work_conserving = cfg.work_conserving;
         e.max_hold = cfg.max_hold_s.and_then(SimTime::from_secs_f64);
         e
+    }
+
+    /// Forgets the victim pools kept through the decision (tests compare against fresh ones).
+    #[cfg(test)]
+    pub(crate) fn forget_pools(&mut self) {
+        self.pools = VictimPools::default();
     }
 
     pub fn featurizer(&self) -> &Featurizer {
@@ -538,6 +548,7 @@ impl Enumerator {
         for p in &mut self.proposers.placers {
             p.observe(ctx);
         }
+        self.pools = VictimPools::default();
     }
 
     /// The candidates now, on the cluster as the context shows it. `placed_now` (placements
@@ -566,9 +577,11 @@ impl Enumerator {
         elapsed: SimTime,
     ) -> DecisionPoint {
         let (mix, memo) = self.mix.mix();
+        self.pools.for_point(ctx.now(), planner, &taken.preempted);
         let parts = Parts {
             proposers: &mut self.proposers,
             answers: &mut self.answers,
+            pools: &mut self.pools,
             las: self.las.as_ref(),
             mix,
             memo,
@@ -624,6 +637,8 @@ fn global_stats(
 struct Parts<'e> {
     proposers: &'e mut Proposers,
     answers: &'e mut ShapeAnswers,
+    /// Readied for this point (`VictimPools::for_point`).
+    pools: &'e mut VictimPools,
     las: Option<&'e LasPreempt>,
     mix: &'e TaskMix,
     memo: &'e mut FragmentMemo,
@@ -646,6 +661,7 @@ fn candidates_in(
     let Parts {
         proposers,
         answers,
+        pools,
         las,
         mix,
         memo,
@@ -702,7 +718,7 @@ fn candidates_in(
             featurizer.jobs_considered,
             Default::default(),
         ),
-        pools: VictimPools::new(&taken.preempted),
+        pools,
     };
     // Each third walks its ranking until its quota of jobs with a candidate is met: like
     // Tiresias' greedy pass, a job that can neither start nor preempt is passed over, so jobs
@@ -755,7 +771,7 @@ struct Walk<'w, 'a, 'p> {
     /// class (`preempt`) and the service queue (`las-preempt`) only.
     /// By shape number (see `ShapeAnswers`), class and queue.
     preemptions: FastMap<(usize, Qos, i32, Option<usize>), Option<Preemption>>,
-    pools: VictimPools,
+    pools: &'w mut VictimPools,
 }
 
 impl<'a> Walk<'_, 'a, '_> {
@@ -811,7 +827,7 @@ impl<'a> Walk<'_, 'a, '_> {
         };
         let queue = self.las.map(|l| l.queue_of(self.ctx, job.id));
         let (ctx, las, mix) = (self.ctx, self.las, self.mix);
-        let (planner, pools) = (&mut *self.planner, &mut self.pools);
+        let (planner, pools) = (&mut *self.planner, &mut *self.pools);
         let answer = self
             .preemptions
             .entry((number, job.qos, job.priority, queue))

@@ -840,3 +840,94 @@ fn jobs_first_pending_below_ones_already_seen_still_count_in_the_mix() {
     assert_eq!(without.global[frag], 0.0);
     assert!(seen_at_once.global[frag] > 0.0);
 }
+
+/// Builds each decision point by point on one planner, as the learned policy does, with an
+/// enumerator that keeps its victim pools through the decision and one whose pools are built
+/// afresh at every point; takes a preempting candidate whenever one is offered.
+struct KeptAndFresh {
+    kept: Enumerator,
+    fresh: Enumerator,
+    points: usize,
+    preempting: usize,
+}
+
+impl crate::policy::Policy for KeptAndFresh {
+    fn name(&self) -> &str {
+        "kept-and-fresh"
+    }
+
+    fn decide(
+        &mut self,
+        ctx: &crate::policy::DecisionContext<'_>,
+    ) -> Result<crate::policy::Decision, crate::policy::PolicyError> {
+        use crate::units::SimTime;
+        self.kept.observe(ctx);
+        self.fresh.observe(ctx);
+        let mut planner = ctx.planner();
+        let mut taken = Taken::default();
+        let mut decision = crate::policy::Decision::default();
+        loop {
+            let kept = self
+                .kept
+                .enumerate_in(ctx, &mut planner, &taken, 0, SimTime::ZERO);
+            self.fresh.forget_pools();
+            let fresh = self
+                .fresh
+                .enumerate_in(ctx, &mut planner, &taken, 0, SimTime::ZERO);
+            assert_eq!(kept.candidates, fresh.candidates, "at {:?}", ctx.now());
+            self.points += 1;
+            let chosen = kept
+                .candidates
+                .iter()
+                .find(|c| !c.preemptions.is_empty())
+                .or(kept.candidates.first());
+            let Some(c) = chosen else {
+                break;
+            };
+            self.preempting += usize::from(!c.preemptions.is_empty());
+            for v in &c.preemptions {
+                assert!(planner.free_running(*v), "victim {v} is running");
+            }
+            planner
+                .reserve(ctx.job(c.placement.job), &c.placement.tasks)
+                .expect("a candidate fits");
+            taken.take(c);
+            decision.preemptions.extend_from_slice(&c.preemptions);
+            decision.placements.push(c.placement.clone());
+        }
+        Ok(decision)
+    }
+}
+
+#[test]
+fn victim_pools_kept_through_a_decision_offer_what_fresh_pools_offer() {
+    let spec = cluster();
+    let trace = mixed_qos(&synthetic_trace(200, &spec, 1.5, 3));
+    let env = EnvConfig {
+        las_preemption: true,
+        ..cfg(RewardConfig::default(), 0, 0.0)
+    };
+    let featurizer = Featurizer {
+        total_gpu_milli: spec.total_gpu_milli(),
+        total_gpus: spec.total_gpus(),
+        total_cpu_milli: spec.total_cpu_milli(),
+        jobs_considered: env.jobs_considered,
+    };
+    let mut policy = KeptAndFresh {
+        kept: Enumerator::from_config(&env, featurizer, MAX_CANDIDATES - 1),
+        fresh: Enumerator::from_config(&env, featurizer, MAX_CANDIDATES - 1),
+        points: 0,
+        preempting: 0,
+    };
+    let sim = crate::sim::Simulator::new(&trace, spec, &crate::sim::SimConfig::default()).unwrap();
+    let result = sim.run(&mut policy, &mut |_| {});
+    assert_eq!(result.summary.rejected_decisions, 0);
+    // Preemptions were offered and taken, so later points of those decisions excluded the
+    // victims from the kept pools.
+    assert!(
+        policy.preempting >= 3,
+        "{} preempting of {}",
+        policy.preempting,
+        policy.points
+    );
+}

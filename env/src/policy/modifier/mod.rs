@@ -18,16 +18,20 @@ use super::heuristic::Placer;
 use super::planner::Planner;
 use super::{Decision, Placement};
 use crate::job::JobSpec;
-use crate::units::JobId;
+use crate::units::{JobId, SimTime};
 use room::{Freed, Room};
 
 /// The running jobs the victim searches choose from, ranked once for many searches on one
 /// cluster state (the gym asks for every shortlisted job of a decision point): `preempt`'s
 /// pool, cheapest first, and `las-preempt`'s, most served first, each built on first use.
-/// Valid while the planner's running jobs and the excluded jobs stay as they were.
+/// Valid while the clock and the planner's running jobs stay as they were (they do through a
+/// decision built job by job: tentative placements and frees do not change who runs), and
+/// kept from one point of such a decision to the next by `for_point`.
 #[derive(Debug, Default)]
 pub struct VictimPools {
     exclude: Vec<JobId>,
+    /// The clock and the number of running jobs the pools were built for.
+    built_for: Option<(SimTime, usize)>,
     class: Option<Vec<preempt::Candidate>>,
     las: Option<Vec<(u128, JobId)>>,
 }
@@ -39,6 +43,32 @@ impl VictimPools {
             exclude: exclude.to_vec(),
             ..VictimPools::default()
         }
+    }
+
+    /// Readies the pools for another point of the decision they were built in, at `now` on
+    /// `planner`'s cluster, without the jobs in `exclude`: jobs excluded since are dropped
+    /// from the pools built; anything else (another clock, another number of running jobs, a
+    /// job no longer excluded) starts them afresh. The caller starts them afresh for a new
+    /// decision (`VictimPools::default`).
+    pub fn for_point(&mut self, now: SimTime, planner: &Planner<'_>, exclude: &[JobId]) {
+        let key = (now, planner.state().running().len());
+        let still = self.built_for == Some(key) && self.exclude.iter().all(|j| exclude.contains(j));
+        if !still {
+            *self = VictimPools::new(exclude);
+            self.built_for = Some(key);
+            return;
+        }
+        if self.exclude.len() == exclude.len() {
+            return;
+        }
+        let gone = |j: &JobId| exclude.contains(j) && !self.exclude.contains(j);
+        if let Some(pool) = &mut self.class {
+            pool.retain(|c| !gone(&c.job));
+        }
+        if let Some(pool) = &mut self.las {
+            pool.retain(|(_, j)| !gone(j));
+        }
+        self.exclude = exclude.to_vec();
     }
 }
 

@@ -34,6 +34,7 @@ use super::super::planner::Planner;
 use super::{
     Freed, Room, VictimPools, fits_after_freeing, placed, preempt_and_place, shortest_prefix,
 };
+use crate::cluster::Allocation;
 use crate::job::{JobSpec, Qos};
 use crate::units::{JobId, NodeId};
 use std::cmp::Reverse;
@@ -50,12 +51,39 @@ fn class(job: &JobSpec) -> (Reverse<Qos>, i32) {
 /// A running job that may be preempted, with what preempting it risks.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Candidate {
-    job: JobId,
+    pub(super) job: JobId,
     /// GPU-time of the current run, milli-GPU x ms.
     risk: u128,
     gpus: u64,
     /// The job's `class`, kept so a search filters the pool without looking jobs up.
     class: (Reverse<Qos>, i32),
+    /// The node all the job's tasks run on, if they run on one (see `alone_on`).
+    node: Option<NodeId>,
+}
+
+impl Candidate {
+    /// The node this candidate runs on alone, if it does and the planner has not freed it
+    /// already: what `Room::node_may_make_room` bounds.
+    fn alone_on(&self, planner: &Planner<'_>) -> Option<NodeId> {
+        self.node.filter(|_| !planner.has_freed(self.job))
+    }
+
+    /// Whether freeing this candidate alone could let the job fit: `false` when its node's
+    /// capacity rules that out, else freeing it and asking (`fits_after_freeing`).
+    fn could_suffice(
+        &self,
+        planner: &mut Planner<'_>,
+        placer: &mut dyn Placer,
+        room: &Room,
+        job: &JobSpec,
+    ) -> bool {
+        if let Some(node) = self.alone_on(planner)
+            && !room.node_may_make_room(planner.state(), node)
+        {
+            return false;
+        }
+        fits_after_freeing(planner, placer, room, job, &[self.job])
+    }
 }
 
 impl Candidate {
@@ -75,9 +103,9 @@ fn victim_set(
     below: (Reverse<Qos>, i32),
 ) -> Option<Vec<JobId>> {
     // Most searches end here, a few candidates in: the pool is only filtered as it is walked.
-    let mut lower = pool.iter().filter(|c| c.class < below).map(|c| c.job);
-    if let Some(single) = lower.find(|v| fits_after_freeing(planner, placer, room, job, &[*v])) {
-        return Some(vec![single]);
+    let mut lower = pool.iter().filter(|c| c.class < below);
+    if let Some(single) = lower.find(|c| c.could_suffice(planner, placer, room, job)) {
+        return Some(vec![single.job]);
     }
     let pool: Vec<&Candidate> = pool.iter().filter(|c| c.class < below).collect();
     let ids: Vec<JobId> = pool.iter().map(|c| c.job).collect();
@@ -96,13 +124,17 @@ fn victim_set(
     // whose candidates are all such is passed over when its capacity rules it out
     // (`Room::node_may_make_room`), as its prefix search would find nothing.
     let mut by_node: Vec<(NodeId, u32)> = Vec::with_capacity(ids.len());
-    let mut alone = vec![false; ids.len()];
-    for (i, v) in ids.iter().enumerate() {
-        if let Some(a) = planner.state().allocation(*v) {
-            alone[i] = a.tasks.iter().all(|t| t.node == a.tasks[0].node) && !planner.has_freed(*v);
-            let i = u32::try_from(i)
-                .expect("the pool's jobs have distinct u32 ids, so fewer than 2^32");
-            by_node.extend(a.tasks.iter().map(|t| (t.node, i)));
+    let alone: Vec<bool> = pool.iter().map(|c| c.alone_on(planner).is_some()).collect();
+    for (i, c) in pool.iter().enumerate() {
+        let i =
+            u32::try_from(i).expect("the pool's jobs have distinct u32 ids, so fewer than 2^32");
+        match c.node {
+            Some(node) => by_node.push((node, i)),
+            None => {
+                if let Some(a) = planner.state().allocation(c.job) {
+                    by_node.extend(a.tasks.iter().map(|t| (t.node, i)));
+                }
+            }
         }
     }
     by_node.sort_unstable();
@@ -179,6 +211,12 @@ pub(super) fn prune(
     set
 }
 
+/// The node every task of `a` runs on, if there is one.
+fn one_node(a: &Allocation) -> Option<NodeId> {
+    let first = a.tasks.first()?.node;
+    a.tasks.iter().all(|t| t.node == first).then_some(first)
+}
+
 /// The preemptible running jobs not in `exclude`, ranked cheapest first.
 pub(super) fn preemptible_pool(
     ctx: &DecisionContext<'_>,
@@ -201,6 +239,7 @@ pub(super) fn preemptible_pool(
                 risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
                 gpus: spec.gpus_total(),
                 class: class(spec),
+                node: one_node(a),
             }
         })
         .collect();
@@ -556,6 +595,7 @@ mod tests {
                             1 => (Reverse(Qos::Burstable), -1),
                             _ => below,
                         },
+                        node: state.allocation(*v).and_then(one_node),
                     })
                     .collect();
                 let lower: Vec<(JobId, u128)> =

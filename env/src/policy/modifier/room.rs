@@ -23,7 +23,7 @@
 use crate::cluster::ClusterState;
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::{GPU_MILLI, JobId, NodeId};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 /// The room for one job's tasks on the cluster as a planner holds it (see the module docs).
@@ -38,6 +38,8 @@ pub(super) struct Room {
     now: u64,
     /// Each node as the planner holds it, by node index: what a freeing starts from.
     before: Vec<NodeRoom>,
+    /// `node_may_make_room` by node index, as answered: 0 not asked yet, 1 yes, 2 no.
+    may: Vec<Cell<u8>>,
     /// Reused by `admits_after` and `first_prefix` (see `Freed::spare`).
     scratch: RefCell<Freed>,
 }
@@ -132,6 +134,7 @@ impl Room {
             need: u64::from(job.tasks),
             now: 0,
             before: Vec::with_capacity(state.spec().nodes.len()),
+            may: vec![Cell::new(0); state.spec().nodes.len()],
             scratch: RefCell::new(Freed::default()),
         };
         let fractional = job.task.is_fractional();
@@ -230,6 +233,19 @@ impl Room {
     /// what is free on a node and what its unfreed running jobs hold add up to at most its
     /// capacity.
     pub fn node_may_make_room(&self, state: &ClusterState, node: NodeId) -> bool {
+        let memo = &self.may[node.index()];
+        match memo.get() {
+            1 => return true,
+            2 => return false,
+            _ => {}
+        }
+        let may = self.node_bound(state, node);
+        memo.set(if may { 1 } else { 2 });
+        may
+    }
+
+    /// `node_may_make_room`, computed.
+    fn node_bound(&self, state: &ClusterState, node: NodeId) -> bool {
         let before = self.before[node.index()];
         if !before.ok {
             return self.now >= self.need;
