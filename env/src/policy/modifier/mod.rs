@@ -29,18 +29,24 @@ use room::{Freed, Room};
 /// kept from one point of such a decision to the next by `for_point`.
 #[derive(Debug, Default)]
 pub struct VictimPools {
+    /// Sorted.
     exclude: Vec<JobId>,
     /// The clock and the number of running jobs the pools were built for.
     built_for: Option<(SimTime, usize)>,
     class: Option<Vec<preempt::Candidate>>,
+    /// `class` by node, built by the first search that needs it.
+    class_by_node: Option<preempt::ByNode>,
     las: Option<Vec<(u128, JobId)>>,
 }
 
 impl VictimPools {
     /// Pools without the jobs in `exclude` (preempted earlier in the decision being built).
     pub fn new(exclude: &[JobId]) -> Self {
+        let mut exclude = exclude.to_vec();
+        exclude.sort_unstable();
+        exclude.dedup();
         VictimPools {
-            exclude: exclude.to_vec(),
+            exclude,
             ..VictimPools::default()
         }
     }
@@ -52,23 +58,36 @@ impl VictimPools {
     /// decision (`VictimPools::default`).
     pub fn for_point(&mut self, now: SimTime, planner: &Planner<'_>, exclude: &[JobId]) {
         let key = (now, planner.state().running().len());
-        let still = self.built_for == Some(key) && self.exclude.iter().all(|j| exclude.contains(j));
-        if !still {
-            *self = VictimPools::new(exclude);
+        // Sorted copies: a decision on a large cluster excludes hundreds of jobs, and its
+        // pools hold thousands (no scan of one list per element of the other).
+        let mut wanted = exclude.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let kept = |j: &JobId| wanted.binary_search(j).is_ok();
+        if self.built_for != Some(key) || !self.exclude.iter().all(kept) {
+            *self = VictimPools::new(&wanted);
             self.built_for = Some(key);
             return;
         }
-        if self.exclude.len() == exclude.len() {
+        if self.exclude.len() == wanted.len() {
             return;
         }
-        let gone = |j: &JobId| exclude.contains(j) && !self.exclude.contains(j);
+        // `self.exclude` is sorted and within `wanted`: what `wanted` has beyond it.
+        let gone: Vec<JobId> = wanted
+            .iter()
+            .copied()
+            .filter(|j| self.exclude.binary_search(j).is_err())
+            .collect();
+        let gone = |j: &JobId| gone.binary_search(j).is_ok();
         if let Some(pool) = &mut self.class {
             pool.retain(|c| !gone(&c.job));
+            // Positions in the pool moved.
+            self.class_by_node = None;
         }
         if let Some(pool) = &mut self.las {
             pool.retain(|(_, j)| !gone(j));
         }
-        self.exclude = exclude.to_vec();
+        self.exclude = wanted;
     }
 }
 

@@ -93,7 +93,7 @@ impl Candidate {
 }
 
 /// The victims for `job` among the candidates of `pool` (ranked cheapest first) of a class
-/// below `below`, by the module's rule.
+/// below `below`, by the module's rule. `by_node` is the pool's `ByNode`, built here if none.
 fn victim_set(
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
@@ -101,54 +101,42 @@ fn victim_set(
     job: &JobSpec,
     pool: &[Candidate],
     below: (Reverse<Qos>, i32),
+    by_node: &mut Option<ByNode>,
 ) -> Option<Vec<JobId>> {
     // Most searches end here, a few candidates in: the pool is only filtered as it is walked.
     let mut lower = pool.iter().filter(|c| c.class < below);
     if let Some(single) = lower.find(|c| c.could_suffice(planner, placer, room, job)) {
         return Some(vec![single.job]);
     }
-    let pool: Vec<&Candidate> = pool.iter().filter(|c| c.class < below).collect();
-    let ids: Vec<JobId> = pool.iter().map(|c| c.job).collect();
+    let ids: Vec<JobId> = pool
+        .iter()
+        .filter(|c| c.class < below)
+        .map(|c| c.job)
+        .collect();
     let risk = |set: &[JobId]| -> u128 {
         pool.iter()
             .filter(|c| set.contains(&c.job))
             .map(|c| c.risk)
             .sum()
     };
-    // The candidates on each node, nodes ascending, each node's in the pool's order (cheapest
-    // first): (node, position in the pool) pairs of every task, sorted, a job's repeats on one
-    // node (equal pairs, adjacent then) dropped. The position makes every other pair distinct,
-    // so the unstable sort gives the order a stable sort by node would. One vector, where a map
-    // of vectors allocated one per node.
-    // Which candidates run on one node alone and are not freed on the planner already: a node
-    // whose candidates are all such is passed over when its capacity rules it out
-    // (`Room::node_may_make_room`), as its prefix search would find nothing.
-    let mut by_node: Vec<(NodeId, u32)> = Vec::with_capacity(ids.len());
-    let alone: Vec<bool> = pool.iter().map(|c| c.alone_on(planner).is_some()).collect();
-    for (i, c) in pool.iter().enumerate() {
-        let i =
-            u32::try_from(i).expect("the pool's jobs have distinct u32 ids, so fewer than 2^32");
-        match c.node {
-            Some(node) => by_node.push((node, i)),
-            None => {
-                if let Some(a) = planner.state().allocation(c.job) {
-                    by_node.extend(a.tasks.iter().map(|t| (t.node, i)));
-                }
-            }
-        }
-    }
-    by_node.sort_unstable();
-    by_node.dedup();
+    let by_node = by_node.get_or_insert_with(|| ByNode::new(planner, pool));
     let mut best: Option<(usize, u128, Vec<JobId>)> = None;
     let mut on: Vec<JobId> = Vec::new();
-    for group in by_node.chunk_by(|a, b| a.0 == b.0) {
-        if group.iter().all(|(_, i)| alone[*i as usize])
-            && !room.node_may_make_room(planner.state(), group[0].0)
-        {
+    for group in by_node.0.chunk_by(|a, b| a.0 == b.0) {
+        // The node's lower-class candidates, in the pool's order; whether they all run on it
+        // alone (and are not freed already), so that its capacity bounds what they can free.
+        on.clear();
+        let mut alone = true;
+        for (_, i) in group {
+            let c = &pool[*i as usize];
+            if c.class < below {
+                on.push(c.job);
+                alone &= c.alone_on(planner).is_some();
+            }
+        }
+        if on.is_empty() || (alone && !room.node_may_make_room(planner.state(), group[0].0)) {
             continue;
         }
-        on.clear();
-        on.extend(group.iter().map(|(_, i)| ids[*i as usize]));
         let Some(k) = shortest_prefix(planner, placer, room, job, &on) else {
             continue;
         };
@@ -163,6 +151,36 @@ fn victim_set(
     }
     let k = shortest_prefix(planner, placer, room, job, &ids)?;
     Some(prune(planner, placer, room, job, ids[..k].to_vec()))
+}
+
+/// A pool's candidates on each node, nodes ascending, each node's in the pool's order
+/// (cheapest first): (node, position in the pool) pairs of every task, sorted, a job's repeats
+/// on one node (equal pairs, adjacent then) dropped. The position makes every other pair
+/// distinct, so the unstable sort gives the order a stable sort by node would. One vector,
+/// where a map of vectors allocated one per node; built once for a pool and every job class
+/// (a search keeps the candidates of a class below its job's).
+#[derive(Debug)]
+pub(super) struct ByNode(Vec<(NodeId, u32)>);
+
+impl ByNode {
+    fn new(planner: &Planner<'_>, pool: &[Candidate]) -> Self {
+        let mut by_node: Vec<(NodeId, u32)> = Vec::with_capacity(pool.len());
+        for (i, c) in pool.iter().enumerate() {
+            let i = u32::try_from(i)
+                .expect("the pool's jobs have distinct u32 ids, so fewer than 2^32");
+            match c.node {
+                Some(node) => by_node.push((node, i)),
+                None => {
+                    if let Some(a) = planner.state().allocation(c.job) {
+                        by_node.extend(a.tasks.iter().map(|t| (t.node, i)));
+                    }
+                }
+            }
+        }
+        by_node.sort_unstable();
+        by_node.dedup();
+        ByNode(by_node)
+    }
 }
 
 /// Drops every victim that can be spared, the most expensive (last) first. The set is freed
@@ -256,6 +274,7 @@ fn victims_among(
     placer: &mut dyn Placer,
     job: &JobSpec,
     pool: &[Candidate],
+    by_node: &mut Option<ByNode>,
 ) -> Option<Vec<JobId>> {
     let below = class(job);
     if !pool.iter().any(|c| c.class < below) {
@@ -265,7 +284,7 @@ fn victims_among(
     if fits_after_freeing(planner, placer, &room, job, &[]) {
         return None;
     }
-    victim_set(planner, placer, &room, job, pool, below)
+    victim_set(planner, placer, &room, job, pool, below, by_node)
 }
 
 /// The minimal victim set `ClassPreempt` would preempt for the blocked `job` on the planner's
@@ -295,7 +314,7 @@ pub fn minimal_victims(
     let pool = pools
         .class
         .get_or_insert_with(|| preemptible_pool(ctx, planner, &pools.exclude));
-    victims_among(planner, placer, job, pool)
+    victims_among(planner, placer, job, pool, &mut pools.class_by_node)
 }
 
 impl Modifier for ClassPreempt {
@@ -312,6 +331,7 @@ impl Modifier for ClassPreempt {
         decision: &mut Decision,
     ) {
         let mut pool = preemptible_pool(ctx, planner, &decision.preemptions);
+        let mut by_node = None;
         for id in rest {
             if pool.is_empty() {
                 return;
@@ -320,11 +340,12 @@ impl Modifier for ClassPreempt {
                 continue;
             }
             let job = ctx.job(*id);
-            let Some(victims) = victims_among(planner, placer, job, &pool) else {
+            let Some(victims) = victims_among(planner, placer, job, &pool, &mut by_node) else {
                 continue;
             };
             if preempt_and_place(planner, placer, job, &victims, decision) {
                 pool.retain(|c| !victims.contains(&c.job));
+                by_node = None;
             }
         }
     }
@@ -605,9 +626,11 @@ mod tests {
                 job.priority = 0;
                 let cell = RefCell::new(state);
                 let mut planner = Planner::new(cell.borrow_mut());
+                // One pool, so the second search reuses the by-node grouping the first built.
+                let mut by_node = None;
                 for mut placer in placers(FitStrategy::BestFit) {
                     let placer = placer.as_mut();
-                    let fast = victims_among(&mut planner, placer, &job, &pool);
+                    let fast = victims_among(&mut planner, placer, &job, &pool, &mut by_node);
                     let rule = naive(&mut planner, placer, &job, &lower);
                     prop_assert_eq!(fast, rule, "complete: {}", placer.complete());
                 }

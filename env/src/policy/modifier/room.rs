@@ -24,7 +24,6 @@ use crate::cluster::ClusterState;
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::{GPU_MILLI, JobId, NodeId};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 
 /// The room for one job's tasks on the cluster as a planner holds it (see the module docs).
 /// Valid while the planner stays in the state it was built from.
@@ -70,10 +69,11 @@ struct Scratch {
 /// Freed capacity accumulated over a set of victims, per touched node.
 #[derive(Debug, Default)]
 pub(super) struct Freed {
-    /// Touched nodes in first-touch order; looked up by scanning while few (a single victim
-    /// touches one node or a few), through `index` beyond.
+    /// Touched nodes in first-touch order.
     nodes: Vec<(NodeId, Scratch)>,
-    index: HashMap<NodeId, usize>,
+    /// By node index: where the node is in `nodes`, `UNTOUCHED` if it is not (grown to the
+    /// largest node touched; a search touches hundreds of nodes, found here without hashing).
+    at: Vec<u32>,
     /// Tasks of the job the touched nodes hold now, minus what they held before.
     gained: u64,
     /// GPU vectors of cleared scratches, reused so a search that asks about thousands of sets
@@ -81,46 +81,39 @@ pub(super) struct Freed {
     spare: Vec<Vec<u32>>,
 }
 
-/// Touched nodes looked up by scanning up to this many.
-const SCAN: usize = 8;
+/// `Freed::at` of a node not touched.
+const UNTOUCHED: u32 = u32::MAX;
+
+/// The most tasks of a victim `Room::admits_single` compares pairwise for a shared node.
+const FEW: usize = 8;
 
 impl Freed {
     /// Forgets every freed job, keeping the allocations for the next set.
     fn clear(&mut self) {
-        for (_, scratch) in self.nodes.drain(..) {
+        for (node, scratch) in self.nodes.drain(..) {
+            self.at[node.index()] = UNTOUCHED;
             self.spare.push(scratch.gpus);
         }
-        self.index.clear();
         self.gained = 0;
     }
 
     /// The scratch of `node`, made by `init` (given an empty vector to fill) on first touch.
     fn slot(&mut self, node: NodeId, init: impl FnOnce(Vec<u32>) -> Scratch) -> &mut Scratch {
-        let found = if self.nodes.len() <= SCAN {
-            self.nodes.iter().position(|(n, _)| *n == node)
-        } else {
-            if self.index.is_empty() {
-                self.index = self
-                    .nodes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (n, _))| (*n, i))
-                    .collect();
-            }
-            self.index.get(&node).copied()
-        };
-        let i = match found {
-            Some(i) => i,
-            None => {
+        let n = node.index();
+        if n >= self.at.len() {
+            self.at.resize(n + 1, UNTOUCHED);
+        }
+        let i = match self.at[n] {
+            UNTOUCHED => {
                 let mut gpus = self.spare.pop().unwrap_or_default();
                 gpus.clear();
                 self.nodes.push((node, init(gpus)));
                 let i = self.nodes.len() - 1;
-                if self.nodes.len() > SCAN + 1 {
-                    self.index.insert(node, i);
-                }
+                self.at[n] =
+                    u32::try_from(i).expect("touched nodes are distinct node ids, so below 2^32");
                 i
             }
+            i => i as usize,
         };
         &mut self.nodes[i].1
     }
@@ -190,14 +183,14 @@ impl Room {
     /// `admits_after` for one victim whose tasks are on distinct nodes (the single-victim
     /// scan asks this of every candidate): the same sums as `apply`, each node's taken from
     /// the cluster as it stands, without a scratch. `None` for a victim with two tasks on one
-    /// node, or more tasks than `SCAN`, which `admits_freeing` answers.
+    /// node, or more tasks than `FEW`, which `admits_freeing` answers.
     fn admits_single(&self, state: &ClusterState, v: JobId) -> Option<bool> {
         let Some(alloc) = state.allocation(v) else {
             return Some(self.admits(&Freed::default()));
         };
         let tasks = &alloc.tasks[..];
         let shared = |i: usize| tasks[..i].iter().any(|t| t.node == tasks[i].node);
-        if tasks.len() > SCAN || (1..tasks.len()).any(shared) {
+        if tasks.len() > FEW || (1..tasks.len()).any(shared) {
             return None;
         }
         let task = &alloc.task;
