@@ -112,6 +112,17 @@ fn fits_after_freeing(
     if placer.complete() {
         return true;
     }
+    fits_freeing(planner, placer, job, victims)
+}
+
+/// Whether `job` fits with `victims` freed, by freeing them and asking the placer; nothing
+/// changes. (The searches' reference: no `Room`, no shortcut.)
+fn fits_freeing(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    victims: &[JobId],
+) -> bool {
     let mark = planner.mark();
     for v in victims {
         planner.free_running(*v);

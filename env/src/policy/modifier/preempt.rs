@@ -503,27 +503,12 @@ mod tests {
     }
 
     mod against_the_rule {
+        use super::super::super::fits_freeing as fits;
         use super::super::super::room::tests::{Built, build, placers, world};
         use super::*;
         use crate::cluster::FitStrategy;
         use proptest::prelude::*;
         use std::cell::RefCell;
-
-        /// Whether `job` fits with `set` freed, by freeing it and asking the placer.
-        fn fits(
-            planner: &mut Planner<'_>,
-            placer: &mut dyn Placer,
-            job: &JobSpec,
-            set: &[JobId],
-        ) -> bool {
-            let mark = planner.mark();
-            for v in set {
-                planner.free_running(*v);
-            }
-            let fits = placer.place(planner, job).is_some();
-            planner.undo_to(mark);
-            fits
-        }
 
         /// The module's rule as written, every set tried by freeing it and asking the placer:
         /// no `Room`, no bound, no shortcut.
