@@ -53,6 +53,12 @@ impl Allocation {
         }
         seen
     }
+
+    /// The one node every task of the job runs on, if there is one.
+    pub fn only_node(&self) -> Option<NodeId> {
+        let first = self.tasks.first()?.node;
+        self.tasks.iter().all(|t| t.node == first).then_some(first)
+    }
 }
 
 /// A refused change of state. Infeasibility of a proposed placement is one of them.

@@ -65,8 +65,11 @@ impl VictimPools {
         wanted.dedup();
         let kept = |j: &JobId| wanted.binary_search(j).is_ok();
         if self.built_for != Some(key) || !self.exclude.iter().all(kept) {
-            *self = VictimPools::new(&wanted);
-            self.built_for = Some(key);
+            *self = VictimPools {
+                exclude: wanted,
+                built_for: Some(key),
+                ..VictimPools::default()
+            };
             return;
         }
         if self.exclude.len() == wanted.len() {

@@ -34,7 +34,6 @@ use super::super::planner::Planner;
 use super::{
     Freed, Room, VictimPools, fits_after_freeing, placed, preempt_and_place, shortest_prefix,
 };
-use crate::cluster::Allocation;
 use crate::job::{JobSpec, Qos};
 use crate::units::{JobId, NodeId};
 use std::cmp::Reverse;
@@ -229,12 +228,6 @@ pub(super) fn prune(
     set
 }
 
-/// The node every task of `a` runs on, if there is one.
-fn one_node(a: &Allocation) -> Option<NodeId> {
-    let first = a.tasks.first()?.node;
-    a.tasks.iter().all(|t| t.node == first).then_some(first)
-}
-
 /// The preemptible running jobs not in `exclude`, ranked cheapest first.
 pub(super) fn preemptible_pool(
     ctx: &DecisionContext<'_>,
@@ -257,7 +250,7 @@ pub(super) fn preemptible_pool(
                 risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
                 gpus: spec.gpus_total(),
                 class: class(spec),
-                node: one_node(a),
+                node: a.only_node(),
             }
         })
         .collect();
@@ -601,7 +594,7 @@ mod tests {
                             1 => (Reverse(Qos::Burstable), -1),
                             _ => below,
                         },
-                        node: state.allocation(*v).and_then(one_node),
+                        node: state.allocation(*v).and_then(crate::cluster::Allocation::only_node),
                     })
                     .collect();
                 let lower: Vec<(JobId, u128)> =

@@ -37,8 +37,8 @@ pub(super) struct Room {
     now: u64,
     /// Each node as the planner holds it, by node index: what a freeing starts from.
     before: Vec<NodeRoom>,
-    /// `node_may_make_room` by node index, as answered: 0 not asked yet, 1 yes, 2 no.
-    may: Vec<Cell<u8>>,
+    /// `node_may_make_room` by node index, as answered (`None`: not asked yet).
+    may: Vec<Cell<Option<bool>>>,
     /// Reused by `admits_after` and `first_prefix` (see `Freed::spare`).
     scratch: RefCell<Freed>,
 }
@@ -127,7 +127,7 @@ impl Room {
             need: u64::from(job.tasks),
             now: 0,
             before: Vec::with_capacity(state.spec().nodes.len()),
-            may: vec![Cell::new(0); state.spec().nodes.len()],
+            may: vec![Cell::new(None); state.spec().nodes.len()],
             scratch: RefCell::new(Freed::default()),
         };
         let fractional = job.task.is_fractional();
@@ -205,7 +205,7 @@ impl Room {
             for g in &t.gpus {
                 if let Some(f) = free.get(*g as usize) {
                     let f = u32::from(*f);
-                    units = units - self.units(f) + self.units(f + task.gpu_milli);
+                    units = self.units_changed(units, f, f + task.gpu_milli);
                 }
             }
             let held = self.cap(
@@ -227,13 +227,11 @@ impl Room {
     /// capacity.
     pub fn node_may_make_room(&self, state: &ClusterState, node: NodeId) -> bool {
         let memo = &self.may[node.index()];
-        match memo.get() {
-            1 => return true,
-            2 => return false,
-            _ => {}
+        if let Some(may) = memo.get() {
+            return may;
         }
         let may = self.node_bound(state, node);
-        memo.set(if may { 1 } else { 2 });
+        memo.set(Some(may));
         may
     }
 
@@ -310,9 +308,7 @@ impl Room {
                     } else {
                         old.saturating_sub(task.gpu_milli)
                     };
-                    // `units` is the sum over `gpus` of their units, so it holds this GPU's
-                    // old units: the difference cannot underflow.
-                    scratch.units = scratch.units - self.units(old) + self.units(*f);
+                    scratch.units = self.units_changed(scratch.units, old, *f);
                 }
             }
             step(&mut scratch.cpu, task.cpu_milli);
@@ -335,6 +331,12 @@ impl Room {
         } else {
             u32::from(free >= GPU_MILLI)
         }
+    }
+
+    /// A node's `units` once one of its GPUs goes from free share `old` to `new`. `units` is
+    /// the sum of its GPUs' units, so it holds that GPU's old units: no underflow.
+    fn units_changed(&self, units: u32, old: u32, new: u32) -> u32 {
+        units - self.units(old) + self.units(new)
     }
 
     fn model_ok(&self, state: &ClusterState, node: NodeId) -> bool {
