@@ -494,6 +494,7 @@ fn snapshot(sim: &Simulator<'_>) -> Snapshot {
     let i = sim.integrals();
     Snapshot {
         queue_ms: i.queue_ms,
+        system_ms: i.system_ms,
         alloc_milli_ms: i.alloc_milli_ms,
         frag_milli_ms: i.frag_milli_ms,
         energy_wms: i.energy_wms,

@@ -5,6 +5,10 @@
 //! - `jct`: minus the number of pending jobs integrated over time. By Little's law the mean
 //!   queue length over a run is the arrival rate times the mean wait, so summed over an
 //!   episode it is minus the total waiting time: the usual proxy for average JCT.
+//! - `jobs`: minus the number of jobs in the system (pending or running) integrated over time
+//!   (Decima's reward, Mao et al., SIGCOMM'19): summed over an episode it is exactly minus the
+//!   sum of the jobs' JCTs, so it also charges what preemption costs a job (its lost work and
+//!   restart), which `jct` does not see.
 //! - `bsld`: minus each pending job's waiting time divided by `max(estimate, bsld_bound_s)`
 //!   (the bound alone for jobs without an estimate): the growth of the waiting part of bounded
 //!   slowdown, from what a scheduler knows (never the true duration).
@@ -46,6 +50,8 @@ impl Objective {
 pub struct RewardConfig {
     /// Weight of `jct` (minus pending jobs x time).
     pub jct: f64,
+    /// Weight of `jobs` (minus jobs in the system x time: minus the sum of JCTs).
+    pub jobs: f64,
     /// Weight of `bsld` (minus waiting time / max(estimate, bound), summed over pending jobs).
     pub bsld: f64,
     /// Weight of `alloc` (allocated GPU fraction x time).
@@ -66,6 +72,7 @@ impl Default for RewardConfig {
     fn default() -> Self {
         RewardConfig {
             jct: 1.0,
+            jobs: 0.0,
             bsld: 0.0,
             alloc: 0.0,
             frag: 0.0,
@@ -98,6 +105,7 @@ impl RewardConfig {
     pub fn validate(&self) -> Result<(), String> {
         for (field, v) in [
             ("jct", self.jct),
+            ("jobs", self.jobs),
             ("bsld", self.bsld),
             ("alloc", self.alloc),
             ("frag", self.frag),
@@ -122,6 +130,7 @@ impl RewardConfig {
     /// The weighted reward of `terms`.
     pub fn reward(&self, terms: &RewardTerms) -> f64 {
         self.jct * terms.jct
+            + self.jobs * terms.jobs
             + self.bsld * terms.bsld
             + self.alloc * terms.alloc
             + self.frag * terms.frag
@@ -134,6 +143,7 @@ impl RewardConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct RewardTerms {
     pub jct: f64,
+    pub jobs: f64,
     pub bsld: f64,
     pub alloc: f64,
     pub frag: f64,
@@ -145,6 +155,7 @@ pub struct RewardTerms {
 impl RewardTerms {
     pub fn add(&mut self, o: &RewardTerms) {
         self.jct += o.jct;
+        self.jobs += o.jobs;
         self.bsld += o.bsld;
         self.alloc += o.alloc;
         self.frag += o.frag;
@@ -157,6 +168,7 @@ impl RewardTerms {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Snapshot {
     pub queue_ms: f64,
+    pub system_ms: f64,
     pub alloc_milli_ms: f64,
     pub frag_milli_ms: f64,
     pub energy_wms: f64,
@@ -184,6 +196,7 @@ pub(crate) fn terms_between(
     };
     RewardTerms {
         jct: -(after.queue_ms - before.queue_ms) / unit_ms,
+        jobs: -(after.system_ms - before.system_ms) / unit_ms,
         bsld: -slowdown_rate_per_ms * dt_ms,
         alloc: per_capacity(after.alloc_milli_ms - before.alloc_milli_ms),
         frag: -per_capacity(after.frag_milli_ms - before.frag_milli_ms),
@@ -208,6 +221,7 @@ mod tests {
         let dt = 1.8e6;
         let after = Snapshot {
             queue_ms: 2.0 * dt,
+            system_ms: 5.0 * dt,
             alloc_milli_ms: 4000.0 * dt,
             frag_milli_ms: 1000.0 * dt,
             energy_wms: 8.0 * 300.0 * dt,
@@ -223,6 +237,8 @@ mod tests {
         );
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(close(t.jct, -1.0), "{t:?}");
+        // 2 pending and 3 running: jobs = -5 x 0.5 h.
+        assert!(close(t.jobs, -2.5), "{t:?}");
         assert!(close(t.alloc, 0.25), "{t:?}");
         assert!(close(t.frag, -0.0625), "{t:?}");
         assert!(close(t.energy, -0.15), "{t:?}");

@@ -931,3 +931,46 @@ fn victim_pools_kept_through_a_decision_offer_what_fresh_pools_offer() {
         policy.points
     );
 }
+
+#[test]
+fn decima_reward_sums_to_minus_the_total_jct() {
+    // Weight 1 on `jobs` alone, in seconds: over an episode played to the end the returns add
+    // up to minus the sum of JCTs in seconds, whatever the agent does (with LAS preemption on,
+    // so preempted jobs' restarts count too).
+    let spec = cluster();
+    let trace = synthetic_trace(40, &spec, 1.3, 11);
+    let reward = RewardConfig {
+        jct: 0.0,
+        jobs: 1.0,
+        time_unit_s: 1.0,
+        ..RewardConfig::default()
+    };
+    for (seed, choose) in [
+        (1, first as fn(&Observation, &mut StdRng) -> usize),
+        (2, random),
+    ] {
+        let mut c = cfg(reward.clone(), 0, 0.0);
+        c.las_preemption = true;
+        c.work_conserving = true;
+        c.sim.tick_s = 600.0;
+        let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+        let (total, last) = play(&mut env, seed, choose);
+        assert!(
+            last.terminated,
+            "seed {seed}: played to the end: {:?}",
+            last.info
+        );
+        let r = env.finish("any").unwrap();
+        let jct_s: f64 = r
+            .jobs
+            .iter()
+            .filter_map(|j| j.jct())
+            .map(|t| t.secs_f64())
+            .sum();
+        assert_eq!(r.summary.finished, 40);
+        assert!(
+            (total + jct_s).abs() <= 1e-4 * jct_s,
+            "seed {seed}: return {total} against total JCT {jct_s} s"
+        );
+    }
+}

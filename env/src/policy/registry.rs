@@ -2,9 +2,10 @@
 //! and the command line pick policies by these names; nobody edits code to switch.
 
 use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
-use super::modifier::{ClassPreempt, Easy, LasPreempt};
+use super::modifier::{ClassPreempt, Easy, GittinsPreempt, LasPreempt};
 use super::order::{
-    Drf, HpcFunction, HpcPriority, PriorityOrder, Shortest, Tiresias, TiresiasConfig,
+    Drf, Gittins, GittinsConfig, HpcFunction, HpcPriority, PriorityOrder, Shortest, Tiresias,
+    TiresiasConfig,
 };
 use super::place::{DotProduct, Fgd, GpuClustering, GpuPacking, MostAllocated, RandomFit, Topo};
 use super::{Policy, PolicyError};
@@ -23,6 +24,8 @@ pub struct PolicyOptions {
     pub oracle_durations: Option<Arc<[SimTime]>>,
     /// Tiresias' queues and promotion, shared by the `tiresias` ordering and `las-preempt`.
     pub tiresias: TiresiasConfig,
+    /// The Gittins ordering's and preemption's knobs.
+    pub gittins: GittinsConfig,
 }
 
 /// The tunable knobs of registered parts, as a policy config file gives them
@@ -32,11 +35,16 @@ pub struct PolicyOptions {
 /// [tiresias]
 /// thresholds_gpu_s = [3250.0, 7200.0]
 /// promote_knob = 8.0
+///
+/// [gittins]
+/// min_class_samples = 16
+/// preempt_margin = 0.5
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyConfig {
     pub tiresias: TiresiasConfig,
+    pub gittins: GittinsConfig,
 }
 
 /// One registered part, for `lachesis` help and docs.
@@ -108,6 +116,12 @@ const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
         "dominant resource fairness across tenants (progressive filling over the queue)",
         |_| Ok(Box::new(Drf)),
     ),
+    (
+        "gittins",
+        "Gittins index of attained service over run times learned online per GPU class, per \
+         GPU: LAS-like on heavy tails, FIFO/SJF-like on similar run times",
+        |o| Ok(Box::new(Gittins::new(&o.gittins)?)),
+    ),
 ];
 
 const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
@@ -128,6 +142,12 @@ const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
         "Tiresias LAS: a blocked job preempts the most-served preemptible jobs of a higher \
          GPU-time queue (needs tick_s > 0)",
         |o| Ok(Box::new(LasPreempt::new(&o.tiresias)?)),
+    ),
+    (
+        "gittins-preempt",
+        "a blocked job preempts preemptible jobs of a lower Gittins index (by a margin), \
+         lowest first (needs tick_s > 0)",
+        |o| Ok(Box::new(GittinsPreempt::new(&o.gittins)?)),
     ),
 ];
 
@@ -288,7 +308,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("known: easy, preempt, las-preempt"), "{err}");
+        assert!(
+            err.contains("known: easy, preempt, las-preempt, gittins-preempt"),
+            "{err}"
+        );
         assert_eq!(
             build_policy("fifo/best-fit/preempt/easy", 0)
                 .unwrap()

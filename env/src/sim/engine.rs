@@ -78,6 +78,8 @@ pub(crate) struct Integrals {
     pub(crate) frag_milli_ms: f64,
     /// Pending jobs x ms.
     pub(crate) queue_ms: f64,
+    /// Jobs in the system (submitted, not finished: pending or running) x ms.
+    pub(crate) system_ms: f64,
     /// GPU power, W x ms.
     pub(crate) energy_wms: f64,
     measured_ms: f64,
@@ -535,6 +537,7 @@ impl<'t> Simulator<'t> {
             self.acc.energy_wms += cluster.gpu_power_watts() * dt;
             self.acc.frag_milli_ms += self.frag.total_milli() * dt;
             self.acc.queue_ms += self.pending.len() as f64 * dt;
+            self.acc.system_ms += (self.pending.len() as f64 + self.running as f64) * dt;
             self.acc.measured_ms += dt;
         }
         self.acc.last = self.acc.last.max(t);

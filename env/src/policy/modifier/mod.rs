@@ -6,11 +6,13 @@
 //! none sees a true duration. Depends on the policy seams only, never on the simulator.
 
 mod easy;
+mod gittins;
 mod las;
 mod preempt;
 mod room;
 
 pub use easy::Easy;
+pub use gittins::GittinsPreempt;
 pub use las::LasPreempt;
 pub use preempt::{ClassPreempt, minimal_victims};
 
@@ -37,6 +39,8 @@ pub struct VictimPools {
     /// `class` by node, built by the first search that needs it.
     class_by_node: Option<preempt::ByNode>,
     las: Option<Vec<(u128, JobId)>>,
+    /// `gittins-preempt`'s pool, lowest index per GPU first.
+    gittins: Option<Vec<(crate::policy::order::Score, JobId)>>,
 }
 
 impl VictimPools {
@@ -88,6 +92,9 @@ impl VictimPools {
             self.class_by_node = None;
         }
         if let Some(pool) = &mut self.las {
+            pool.retain(|(_, j)| !gone(j));
+        }
+        if let Some(pool) = &mut self.gittins {
             pool.retain(|(_, j)| !gone(j));
         }
         self.exclude = wanted;

@@ -86,6 +86,12 @@ impl World {
         id
     }
 
+    /// Wall time `job` has run so far, current run included, ms.
+    pub fn attained(&self, job: JobId) -> u64 {
+        let r = &self.runtime[job.index()];
+        r.attained_ms + r.run_start.map_or(0, |s| self.now.saturating_sub(s).ms())
+    }
+
     /// What `m` decides for the unplaced jobs `rest` (first-fit placer, nothing placed before).
     pub fn extend(&self, m: &mut dyn Modifier, rest: &[JobId]) -> Decision {
         let mut state = ClusterState::new(Arc::clone(&self.spec));
@@ -153,6 +159,7 @@ fn every_modifier_runs_a_mixed_synthetic_trace_cleanly() {
         ("fifo/best-fit/easy", 0.0),
         ("fifo/best-fit/preempt", 0.0),
         ("fifo/best-fit/las-preempt", 600.0),
+        ("gittins/best-fit/gittins-preempt", 600.0),
         ("fifo/best-fit/preempt/easy", 0.0),
     ] {
         let cfg = SimConfig {

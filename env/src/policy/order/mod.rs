@@ -9,6 +9,7 @@
 //! | `wfp3`, `unicep`, `f1` | the HPC priority functions RL schedulers compare with | block |
 //! | `tiresias` | discretized 2D-LAS on attained GPU service | skip |
 //! | `drf` | tenants' dominant resource share | skip |
+//! | `gittins` | Gittins index of attained service over learned run times, per GPU | skip |
 //!
 //! Blocking: the HPC functions come from batch schedulers where the chosen job waits for its
 //! resources and only backfilling (the `easy` modifier) starts others; RLScheduler (Zhang et
@@ -21,6 +22,7 @@
 //! from `PolicyOptions::oracle_durations`.
 
 mod drf;
+mod gittins;
 mod hpc;
 mod predictor;
 mod priority;
@@ -28,6 +30,7 @@ mod shortest;
 mod tiresias;
 
 pub use drf::{Drf, dominant_share};
+pub use gittins::{Atoms, GPU_CLASSES, Gittins, GittinsConfig, GittinsEstimator, gpu_class};
 pub use hpc::{HpcFunction, HpcPriority, f1_score, unicep_score, wfp3_score};
 pub use predictor::{DurationPredictor, Durations, PRIOR_DURATION};
 pub use priority::{PriorityOrder, priority_key};

@@ -1,0 +1,497 @@
+//! `gittins`: blind scheduling by the Gittins index of each job's attained service, over the
+//! distribution of run times of jobs seen to finish, learned online (Gittins 1989; Aalto,
+//! Ayesta and Righter, "On the Gittins index in the M/G/1 queue", Queueing Systems 2009).
+//!
+//! The index of a job that has run for `a` (wall time), whose total run time `D` follows the
+//! distribution `F`, is the best ratio, over how much longer `Δ > 0` one would serve it, of
+//! the chance it finishes within `Δ` to the service that costs:
+//!
+//! ```text
+//! G(a) = sup_Δ  P(D - a <= Δ | D > a) / E[min(D - a, Δ) | D > a]
+//! ```
+//!
+//! Serving the highest index first minimises the mean response time of an M/G/1 queue among
+//! policies that do not know run times. It needs no regime switch: where run times have a
+//! decreasing hazard (heavy tails, as in most GPU clusters) `G` falls as a job runs and the
+//! policy behaves like least-attained-service; where they have an increasing hazard (similar
+//! run times) `G` rises as a job runs, so a started job is never overtaken and the order is
+//! FIFO within a class and shortest-expected first across classes; for exponential run times
+//! `G` is constant.
+//!
+//! Here `F` is empirical: the observed run times (`attained_ms` at finish, so restarts and lost
+//! work count, as for the `sjf` predictor) of finished jobs of the same GPU-count class
+//! (`gpu_class`: 1, 2, 3-4, 5-8, 9-16, 17+ GPUs), or of all finished jobs while the class has
+//! fewer than `min_class_samples`. Run times are kept in a histogram of 16 buckets per
+//! doubling (a bucket's atom is the mean of its run times), so an index costs at most one pass
+//! over a few hundred atoms. Because the support is discrete, the supremum is attained at an
+//! atom: for atoms `v_s < ... < v_n` above `a`, with weights `w`, and `Δ_k = v_k - a`,
+//!
+//! ```text
+//! G(a) = max_k  (w_s + ... + w_k) / (sum_{i<=k} w_i (v_i - a) + (w_{k+1} + ... + w_n) Δ_k)
+//! ```
+//!
+//! computed with prefix sums. Jobs of different sizes are compared per GPU: the ordering ranks
+//! by `G(a) / GPUs` (completions per GPU-hour of service, Smith's rule for jobs of different
+//! widths). Before any job has finished every index is equal and the order is FIFO. A job that
+//! has run longer than every observed run time gets `1 / a` (the hazard of a run time as long
+//! again as it has run), below every job the distribution still covers.
+//!
+//! The `gittins-preempt` modifier (`modifier/gittins.rs`) preempts with the same indices.
+
+use super::sorted_by;
+use super::{Score, processors};
+use crate::job::JobSpec;
+use crate::policy::{DecisionContext, Ordering};
+use crate::units::JobId;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+
+/// Milliseconds in an hour: indices are given per hour of service.
+const HOUR_MS: f64 = 3_600_000.0;
+
+/// Histogram resolution: buckets per doubling of run time (a bucket spans ~4.4%).
+const BUCKETS_PER_OCTAVE: f64 = 16.0;
+
+/// GPU-count classes: `gpu_class` maps a job to one of these.
+pub const GPU_CLASSES: usize = 6;
+
+/// The Gittins policy's knobs (`[gittins]` in a policy config file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GittinsConfig {
+    /// Finished jobs a GPU-count class needs before its own distribution is used (the
+    /// distribution of all finished jobs serves until then).
+    pub min_class_samples: u64,
+    /// `gittins-preempt`: a waiting job preempts a running one only if its index is more than
+    /// `1 + preempt_margin` times the running job's (hysteresis against thrashing, since every
+    /// preemption costs a restart and the work since the last checkpoint).
+    pub preempt_margin: f64,
+}
+
+impl Default for GittinsConfig {
+    fn default() -> Self {
+        GittinsConfig {
+            min_class_samples: 16,
+            preempt_margin: 0.5,
+        }
+    }
+}
+
+impl GittinsConfig {
+    /// Checks the knobs: a margin finite and >= 0.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.preempt_margin.is_finite() && self.preempt_margin >= 0.0) {
+            return Err(format!(
+                "gittins preempt_margin must be >= 0, got {}",
+                self.preempt_margin
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A discrete run-time distribution: atoms (ms, strictly increasing) with positive weights,
+/// and the prefix sums the index needs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Atoms {
+    values: Vec<f64>,
+    /// `cum_w[k]`: total weight of atoms below `k`; `cum_wv[k]`: their weight x value.
+    cum_w: Vec<f64>,
+    cum_wv: Vec<f64>,
+}
+
+impl Atoms {
+    /// The distribution with these `(value ms, weight)` atoms; non-positive weights and
+    /// non-finite values are ignored, equal values merged.
+    pub fn new(mut atoms: Vec<(f64, f64)>) -> Self {
+        atoms.retain(|(v, w)| v.is_finite() && w.is_finite() && *w > 0.0);
+        atoms.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut out = Atoms {
+            values: Vec::with_capacity(atoms.len()),
+            cum_w: vec![0.0],
+            cum_wv: vec![0.0],
+        };
+        for (v, w) in atoms {
+            let (cw, cwv) = (out.total_weight(), out.cum_wv[out.cum_wv.len() - 1]);
+            if out.values.last() == Some(&v) {
+                let last = out.cum_w.len() - 1;
+                out.cum_w[last] = cw + w;
+                out.cum_wv[last] = cwv + w * v;
+            } else {
+                out.values.push(v);
+                out.cum_w.push(cw + w);
+                out.cum_wv.push(cwv + w * v);
+            }
+        }
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    fn total_weight(&self) -> f64 {
+        self.cum_w[self.cum_w.len() - 1]
+    }
+
+    /// The Gittins index at attained service `attained_ms`, per hour of service; `None` when
+    /// no atom lies above it (the distribution says the job should have finished).
+    pub fn index(&self, attained_ms: f64) -> Option<f64> {
+        let a = attained_ms;
+        let s = self.values.partition_point(|v| *v <= a);
+        let n = self.values.len();
+        if s == n {
+            return None;
+        }
+        let total = self.total_weight() - self.cum_w[s];
+        let mut best = 0.0f64;
+        for k in s..n {
+            let mass = self.cum_w[k + 1] - self.cum_w[s];
+            let delta = self.values[k] - a;
+            let served = (self.cum_wv[k + 1] - self.cum_wv[s]) - a * mass + (total - mass) * delta;
+            if served > 0.0 {
+                best = best.max(mass / served);
+            }
+        }
+        Some(best * HOUR_MS)
+    }
+
+    /// The chance a job that has run `attained_ms` finishes within `within_ms` more:
+    /// `P(D <= a + within | D > a)`; `None` when no atom lies above `a`.
+    pub fn finish_within(&self, attained_ms: f64, within_ms: f64) -> Option<f64> {
+        let s = self.values.partition_point(|v| *v <= attained_ms);
+        if s == self.values.len() {
+            return None;
+        }
+        let e = self
+            .values
+            .partition_point(|v| *v <= attained_ms + within_ms);
+        let total = self.total_weight() - self.cum_w[s];
+        Some((self.cum_w[e] - self.cum_w[s]) / total)
+    }
+
+    /// The `q`-quantile (0..=1) of the distribution, ms; `None` when empty.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let total = self.total_weight();
+        if self.values.is_empty() || total <= 0.0 {
+            return None;
+        }
+        let target = q.clamp(0.0, 1.0) * total;
+        let k = self.cum_w[1..].partition_point(|c| *c < target);
+        Some(self.values[k.min(self.values.len() - 1)])
+    }
+}
+
+/// Observed run times, bucketed logarithmically; `atoms` is kept in step with the buckets.
+#[derive(Debug, Clone, Default)]
+struct Histogram {
+    /// Bucket -> (count, sum of run times ms).
+    buckets: BTreeMap<u32, (u64, f64)>,
+    count: u64,
+    atoms: Atoms,
+    stale: bool,
+}
+
+impl Histogram {
+    fn add(&mut self, run_ms: u64) {
+        let ms = run_ms.max(1) as f64;
+        let bucket = (BUCKETS_PER_OCTAVE * ms.log2()).floor() as u32;
+        let b = self.buckets.entry(bucket).or_insert((0, 0.0));
+        b.0 += 1;
+        b.1 += ms;
+        self.count += 1;
+        self.stale = true;
+    }
+
+    fn refresh(&mut self) {
+        if self.stale {
+            self.atoms = Atoms::new(
+                self.buckets
+                    .values()
+                    .map(|(n, sum)| (sum / *n as f64, *n as f64))
+                    .collect(),
+            );
+            self.stale = false;
+        }
+    }
+}
+
+/// A job's GPU-count class: 1 (or a fraction, or none), 2, 3-4, 5-8, 9-16, 17+ GPUs.
+pub fn gpu_class(job: &JobSpec) -> usize {
+    match job.gpus_total() {
+        0..=1 => 0,
+        2 => 1,
+        3..=4 => 2,
+        5..=8 => 3,
+        9..=16 => 4,
+        _ => 5,
+    }
+}
+
+/// The run-time distributions of finished jobs, per GPU-count class and overall, learned from
+/// what a scheduler sees (`recently_finished` and their `attained_ms`), never true durations.
+#[derive(Debug, Clone)]
+pub struct GittinsEstimator {
+    classes: [Histogram; GPU_CLASSES],
+    all: Histogram,
+    min_class_samples: u64,
+    learned: HashSet<JobId, foldhash::fast::FixedState>,
+}
+
+impl GittinsEstimator {
+    pub fn new(config: &GittinsConfig) -> Self {
+        GittinsEstimator {
+            classes: Default::default(),
+            all: Histogram::default(),
+            min_class_samples: config.min_class_samples,
+            learned: HashSet::default(),
+        }
+    }
+
+    /// Learns from the jobs that finished since the previous decision (each job once).
+    pub fn observe(&mut self, ctx: &DecisionContext<'_>) {
+        for &id in ctx.recently_finished() {
+            if self.learned.insert(id) {
+                self.record(ctx.job(id), ctx.runtime(id).attained_ms);
+            }
+        }
+    }
+
+    /// Learns that `job` ran for `observed_ms` in all.
+    pub fn record(&mut self, job: &JobSpec, observed_ms: u64) {
+        let class = &mut self.classes[gpu_class(job)];
+        class.add(observed_ms);
+        class.refresh();
+        self.all.add(observed_ms);
+        self.all.refresh();
+    }
+
+    /// Finished jobs learned from.
+    pub fn samples(&self) -> u64 {
+        self.all.count
+    }
+
+    /// The distribution `job`'s index is computed over: its class's once it has
+    /// `min_class_samples`, else all finished jobs'.
+    pub fn distribution(&self, job: &JobSpec) -> &Atoms {
+        let class = &self.classes[gpu_class(job)];
+        if class.count >= self.min_class_samples.max(1) {
+            &class.atoms
+        } else {
+            &self.all.atoms
+        }
+    }
+
+    /// The distribution of every finished job's run time.
+    pub fn overall(&self) -> &Atoms {
+        &self.all.atoms
+    }
+
+    /// `job`'s Gittins index at `attained_ms`, per hour of service (see the module docs);
+    /// 0 for everyone before any job has finished.
+    pub fn index(&self, job: &JobSpec, attained_ms: u64) -> f64 {
+        let atoms = self.distribution(job);
+        if atoms.is_empty() {
+            return 0.0;
+        }
+        atoms
+            .index(attained_ms as f64)
+            .unwrap_or_else(|| HOUR_MS / (attained_ms.max(1) as f64))
+    }
+
+    /// The index per GPU, which orders jobs of different sizes.
+    pub fn priority(&self, job: &JobSpec, attained_ms: u64) -> f64 {
+        self.index(job, attained_ms) / processors(job) as f64
+    }
+}
+
+/// The Gittins-index ordering: highest `GittinsEstimator::priority` first, ties by submit.
+/// Greedy: a job that does not fit is skipped.
+#[derive(Debug)]
+pub struct Gittins {
+    estimator: GittinsEstimator,
+}
+
+impl Gittins {
+    pub fn new(config: &GittinsConfig) -> Result<Self, String> {
+        config.validate()?;
+        Ok(Gittins {
+            estimator: GittinsEstimator::new(config),
+        })
+    }
+}
+
+impl Ordering for Gittins {
+    fn name(&self) -> &str {
+        "gittins"
+    }
+    fn order<'c>(
+        &'c mut self,
+        ctx: &'c DecisionContext<'_>,
+    ) -> Box<dyn Iterator<Item = JobId> + 'c> {
+        self.estimator.observe(ctx);
+        let estimator = &self.estimator;
+        // A fresh job's index depends only on its class and size: computed once per decision.
+        let mut fresh: std::collections::HashMap<(usize, u64), f64> = Default::default();
+        sorted_by(ctx, |p| {
+            let attained = p.runtime.attained_ms;
+            let priority = if attained == 0 {
+                *fresh
+                    .entry((gpu_class(p.spec), processors(p.spec)))
+                    .or_insert_with(|| estimator.priority(p.spec, 0))
+            } else {
+                estimator.priority(p.spec, attained)
+            };
+            Score(-priority)
+        })
+    }
+    fn blocks_on_failure(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::tests::uniform;
+    use crate::policy::order::tests::{World, gpu_job, order_of};
+
+    /// `n` atoms of equal weight at the midpoints of `n` equal-probability slices of the
+    /// distribution whose quantile function is `q`.
+    fn discretised(n: usize, q: impl Fn(f64) -> f64) -> (Atoms, Vec<f64>) {
+        let values: Vec<f64> = (0..n).map(|i| q((i as f64 + 0.5) / n as f64)).collect();
+        (
+            Atoms::new(values.iter().map(|v| (*v, 1.0)).collect()),
+            values,
+        )
+    }
+
+    fn close(got: f64, want: f64, rel: f64) -> bool {
+        (got - want).abs() <= rel * want.abs()
+    }
+
+    #[test]
+    fn deterministic_run_times_index_one_over_the_remaining_time() {
+        // D = 10 h exactly: G(a) = 1 / (10 h - a), increasing; none past 10 h.
+        let atoms = Atoms::new(vec![(10.0 * HOUR_MS, 3.0)]);
+        for a_h in [0.0, 2.5, 5.0, 9.0] {
+            let g = atoms.index(a_h * HOUR_MS).unwrap();
+            assert!(close(g, 1.0 / (10.0 - a_h), 1e-12), "a={a_h}: {g}");
+        }
+        assert_eq!(atoms.index(10.0 * HOUR_MS), None);
+    }
+
+    #[test]
+    fn exponential_run_times_have_one_index() {
+        // Exponential with mean 2 h: hazard 0.5 per hour at every age, and so is G.
+        let (atoms, values) = discretised(20_000, |u| -2.0 * HOUR_MS * (1.0 - u).ln());
+        for &a in values.iter().step_by(1_000).take(15) {
+            let g = atoms.index(a).unwrap();
+            assert!(close(g, 0.5, 0.03), "a={} h: G={g}", a / HOUR_MS);
+        }
+    }
+
+    #[test]
+    fn pareto_run_times_index_falls_as_the_hazard() {
+        // Pareto, shape 1.5, scale 1 h: a decreasing hazard 1.5 / a, which is G(a).
+        let (atoms, values) = discretised(50_000, |u| HOUR_MS * (1.0 - u).powf(-1.0 / 1.5));
+        let mut last = f64::INFINITY;
+        for &a in values.iter().step_by(2_500) {
+            let g = atoms.index(a).unwrap();
+            assert!(g < last, "G must fall: {g} after {last}");
+            assert!(
+                close(g, 1.5 / (a / HOUR_MS), 0.05),
+                "a={}: {g}",
+                a / HOUR_MS
+            );
+            last = g;
+        }
+    }
+
+    #[test]
+    fn uniform_run_times_index_rises() {
+        // Uniform on [0, 8 h]: G(a) = 2 / (8 h - a), increasing.
+        let (atoms, values) = discretised(40_000, |u| 8.0 * HOUR_MS * u);
+        let mut last = 0.0;
+        for &a in values.iter().step_by(4_000) {
+            let g = atoms.index(a).unwrap();
+            assert!(g > last);
+            assert!(
+                close(g, 2.0 / (8.0 - a / HOUR_MS), 0.01),
+                "a={}: {g}",
+                a / HOUR_MS
+            );
+            last = g;
+        }
+    }
+
+    #[test]
+    fn index_matches_a_naive_supremum_over_atoms() {
+        // Three atoms 1 h (w 2), 3 h (w 1), 10 h (w 1), at a = 0.5 h: the ratio at each atom,
+        // Δ = 0.5 h: 2 / (4 x 0.5) = 1;  Δ = 2.5 h: 3 / (2 x 0.5 + 2 x 2.5) = 0.5;
+        // Δ = 9.5 h: 4 / (1 + 2.5 + 9.5) = 4 / 13. G = 1 per hour.
+        let atoms = Atoms::new(vec![
+            (3.0 * HOUR_MS, 1.0),
+            (HOUR_MS, 2.0),
+            (10.0 * HOUR_MS, 1.0),
+        ]);
+        assert!(close(atoms.index(0.5 * HOUR_MS).unwrap(), 1.0, 1e-12));
+        // At a = 2 h only 3 h and 10 h remain: Δ = 1: 1 / (1 + 1) = 0.5; Δ = 8: 2 / (1 + 8).
+        assert!(close(atoms.index(2.0 * HOUR_MS).unwrap(), 0.5, 1e-12));
+        assert_eq!(
+            atoms.finish_within(0.5 * HOUR_MS, 3.0 * HOUR_MS),
+            Some(0.75)
+        );
+        assert_eq!(atoms.quantile(0.5), Some(HOUR_MS));
+        assert_eq!(atoms.quantile(1.0), Some(10.0 * HOUR_MS));
+    }
+
+    #[test]
+    fn learns_per_class_from_finished_jobs_only() {
+        // Jobs 0, 1 (1 GPU) and 2 (8 GPUs) finish; jobs 3 (1 GPU) and 4 (8 GPUs) wait.
+        let jobs = vec![
+            gpu_job(0, 1),
+            gpu_job(0, 1),
+            gpu_job(0, 8),
+            gpu_job(1, 1),
+            gpu_job(2, 8),
+        ];
+        let mut w = World::new(jobs, uniform(1, 8, "V100", 64_000, 1 << 20));
+        let config = GittinsConfig {
+            min_class_samples: 1,
+            ..GittinsConfig::default()
+        };
+        let mut g = Gittins::new(&config).unwrap();
+        // Nothing finished: FIFO.
+        assert_eq!(order_of(&mut g, &w, 5), [0, 1, 2, 3, 4]);
+        w.finish(0, 600);
+        w.finish(1, 600);
+        w.finish(2, 60);
+        // 1-GPU jobs run 10 min (G = 6 per hour, 6 per GPU-hour); the 8-GPU one 1 min (60 per
+        // hour, 7.5 per GPU-hour): the 8-GPU job goes first.
+        assert_eq!(order_of(&mut g, &w, 600), [4, 3]);
+        assert_eq!(g.estimator.samples(), 3);
+        // Learning is per class: with a class minimum of 4, both use all three run times.
+        let mut g = Gittins::new(&GittinsConfig::default()).unwrap();
+        let _ = order_of(&mut g, &w, 600);
+        assert_eq!(g.estimator.distribution(&w.jobs[3]), g.estimator.overall());
+    }
+
+    #[test]
+    fn a_job_past_every_observed_run_time_keeps_a_positive_index() {
+        let mut e = GittinsEstimator::new(&GittinsConfig::default());
+        let j = gpu_job(0, 1);
+        e.record(&j, 3_600_000);
+        assert!((e.index(&j, 0) - 1.0).abs() < 1e-9);
+        // Run 2 h, longer than the only observation: 1 / 2 h.
+        assert!((e.index(&j, 7_200_000) - 0.5).abs() < 1e-9);
+        assert!(
+            GittinsConfig {
+                preempt_margin: -1.0,
+                ..GittinsConfig::default()
+            }
+            .validate()
+            .is_err()
+        );
+    }
+}
