@@ -5,7 +5,7 @@
 //! collection), `duration` (run time, seconds), `num_gpu` (GPUs, >= 1).
 //!
 //! Rules, every one an assumption about a trace that does not say ([`ItpOptions`] overrides the
-//! numbers):
+//! numbers; Sia's Philly trace, which lacks the same, uses the same options):
 //! - submit = `submission_time`; true duration = `duration`.
 //! - A job of up to `gpus_per_node` (8) GPUs is one task. A larger job is a gang spread over
 //!   nodes: tasks = ceil(num_gpu / gpus_per_node), each of num_gpu / tasks GPUs; a count that
@@ -75,6 +75,29 @@ impl ItpOptions {
     pub fn gang(&self, gpus: u32) -> Option<(u32, u32)> {
         super::split_gang(gpus, self.gpus_per_node)
     }
+
+    /// A training job of `tasks` tasks of `gpus` GPUs each, asking for the per-GPU CPU and
+    /// memory, with this QoS class and preemptibility; no GPU type, priority 0, no estimate.
+    pub(crate) fn job(&self, name: &str, tasks: u32, gpus: u32, tenant: TenantId) -> JobSpec {
+        JobSpec {
+            id: JobId(0),
+            name: name.to_string(),
+            submit: SimTime::ZERO,
+            tasks,
+            task: TaskRequest::whole(
+                gpus,
+                self.cpu_milli_per_gpu * u64::from(gpus),
+                self.mem_mib_per_gpu * u64::from(gpus),
+            ),
+            gpu_types: Vec::new(),
+            tenant,
+            priority: 0,
+            qos: self.qos,
+            preemptible: self.preemptible,
+            kind: JobKind::Training,
+            estimate: None,
+        }
+    }
 }
 
 /// Reads an ITP cluster file; `source` names it in errors and becomes the trace's name.
@@ -118,22 +141,8 @@ fn parse_job(
         )
     })?;
     let job = JobSpec {
-        id: JobId(0),
-        name: row.str("job_id").to_string(),
         submit: row.secs("submission_time")?,
-        tasks,
-        task: TaskRequest::whole(
-            gpus,
-            options.cpu_milli_per_gpu * u64::from(gpus),
-            options.mem_mib_per_gpu * u64::from(gpus),
-        ),
-        gpu_types: Vec::new(),
-        tenant: TenantId(0),
-        priority: 0,
-        qos: options.qos,
-        preemptible: options.preemptible,
-        kind: JobKind::Training,
-        estimate: None,
+        ..options.job(row.str("job_id"), tasks, gpus, TenantId(0))
     };
     Ok((job, row.secs("duration")?))
 }
