@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{lachesis, stdout_json};
+use common::{lachesis, stderr_of_failing, stdout_json, stdout_of};
 use std::path::{Path, PathBuf};
 
 /// (path, rows read, jobs kept) of each shipped excerpt, as its README states.
@@ -83,13 +83,6 @@ fn excerpts_replay_on_sized_clusters() {
     }
 }
 
-/// Stderr of `lachesis ARGS...`, which must fail.
-fn stderr_of_failing(args: &[&str]) -> String {
-    let out = lachesis(args);
-    assert!(!out.status.success(), "lachesis {args:?} succeeded");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 #[test]
 fn sia_philly_reads_with_counted_drops_and_vcs_as_tenants() {
     let stats = stdout_json(&[
@@ -121,27 +114,41 @@ fn sia_philly_reads_with_counted_drops_and_vcs_as_tenants() {
 fn static_openb_is_benched_and_summarised_but_not_simulated() {
     let stats = stdout_json(&["trace", "stats", STATIC_OPENB, "--json"]);
     assert_eq!(stats["read"]["format"], "openb-static");
-    assert_eq!((&stats["read"]["rows"], &stats["jobs"]), (&20.into(), &20.into()));
+    assert_eq!(
+        (&stats["read"]["rows"], &stats["jobs"]),
+        (&20.into(), &20.into())
+    );
     assert_eq!(stats["static_workload"], true);
     assert!(stats["duration_s"].is_null() && stats["first_submit_s"].is_null());
 
     let dir = temp_dir("static");
     let out = dir.to_str().expect("UTF-8 temp path");
     let args = [
-        "bench", "fgd", "--trace", STATIC_OPENB, "--seeds", "1", "--policies",
-        "fifo/best-fit,fifo/fgd", "--at", "0.5,1.0", "--out", out,
+        "bench",
+        "fgd",
+        "--trace",
+        STATIC_OPENB,
+        "--seeds",
+        "1",
+        "--policies",
+        "fifo/best-fit,fifo/fgd",
+        "--at",
+        "0.5,1.0",
+        "--out",
+        out,
     ];
-    let run = lachesis(&args);
+    let stdout = stdout_of(&args);
     assert!(
-        run.status.success(),
-        "lachesis {args:?} failed:\n{}",
-        String::from_utf8_lossy(&run.stderr)
+        stdout.contains(&format!("{STATIC_OPENB}: 20 pods")),
+        "{stdout}"
     );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(stdout.contains(&format!("{STATIC_OPENB}: 20 pods")), "{stdout}");
     let csv = std::fs::read_to_string(dir.join("fgd.csv")).expect("fgd.csv written");
     // Two policies x two points, nothing dropped at half capacity.
-    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
     assert_eq!(rows.len(), 4, "{csv}");
     for row in rows.iter().filter(|r| r[2] == "0.5") {
         let alloc: f64 = row[3].parse().expect("a rate");
@@ -151,18 +158,37 @@ fn static_openb_is_benched_and_summarised_but_not_simulated() {
     // Replaying or converting it would invent times: refused, saying what to run instead.
     for args in [
         &["simulate", "--trace", STATIC_OPENB, "--cluster", "openb"][..],
-        &["trace", "convert", STATIC_OPENB, "--out", &format!("{out}/n.csv")][..],
+        &[
+            "trace",
+            "convert",
+            STATIC_OPENB,
+            "--out",
+            &format!("{out}/n.csv"),
+        ][..],
     ] {
         let err = stderr_of_failing(args);
-        assert!(err.contains("no arrival or duration times"), "{args:?}: {err}");
-        assert!(err.contains(&format!("lachesis bench fgd --trace {STATIC_OPENB}")), "{err}");
+        assert!(
+            err.contains("no arrival or duration times"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("lachesis bench fgd --trace {STATIC_OPENB}")),
+            "{err}"
+        );
     }
     // The full layout forced to the static one is read as pods without times.
     let forced = stdout_json(&[
-        "trace", "stats", "traces/openb/openb_pod_excerpt.csv", "--format", "openb-static",
+        "trace",
+        "stats",
+        "traces/openb/openb_pod_excerpt.csv",
+        "--format",
+        "openb-static",
         "--json",
     ]);
-    assert_eq!((&forced["jobs"], &forced["static_workload"]), (&400.into(), &true.into()));
+    assert_eq!(
+        (&forced["jobs"], &forced["static_workload"]),
+        (&400.into(), &true.into())
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

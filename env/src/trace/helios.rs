@@ -215,10 +215,7 @@ pub fn read(
 ) -> Result<TraceRead, TraceReadError> {
     options
         .validate()
-        .map_err(|problem| TraceReadError::Options {
-            file: source.into(),
-            problem,
-        })?;
+        .map_err(TraceReadError::options(source))?;
     let mut reader = table::csv_reader(input);
     let mut header = StringRecord::new();
     if !table::next_record(source, &mut reader, &mut header)? {

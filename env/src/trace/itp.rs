@@ -76,6 +76,18 @@ impl ItpOptions {
         super::split_gang(gpus, self.gpus_per_node)
     }
 
+    /// Checks these options, then opens `input`'s table of `columns`: the start of a reader of
+    /// a trace that gives only GPU counts.
+    pub(crate) fn open<'f, R: Read>(
+        &self,
+        input: R,
+        source: &'f str,
+        columns: &'static [&'static str],
+    ) -> Result<Table<'f, R>, TraceReadError> {
+        self.validate().map_err(TraceReadError::options(source))?;
+        Table::new(source, table::csv_reader(input), columns, Unknown::Ignore)
+    }
+
     /// A training job of `tasks` tasks of `gpus` GPUs each, asking for the per-GPU CPU and
     /// memory, with this QoS class and preemptibility; no GPU type, priority 0, no estimate.
     pub(crate) fn job(&self, name: &str, tasks: u32, gpus: u32, tenant: TenantId) -> JobSpec {
@@ -106,13 +118,7 @@ pub fn read(
     source: &str,
     options: &ItpOptions,
 ) -> Result<TraceRead, TraceReadError> {
-    options
-        .validate()
-        .map_err(|problem| TraceReadError::Options {
-            file: source.into(),
-            problem,
-        })?;
-    let mut rows = Table::new(source, table::csv_reader(input), COLUMNS, Unknown::Ignore)?;
+    let mut rows = options.open(input, source, COLUMNS)?;
     let mut report = ReadReport::new(TraceFormat::Itp);
     let (mut jobs, mut durations) = (Vec::new(), Vec::new());
     while let Some(row) = rows.next_row()? {

@@ -368,6 +368,16 @@ pub enum TraceReadError {
     Options { file: String, problem: String },
 }
 
+impl TraceReadError {
+    /// Turns what a reader's options `validate` refused into the error naming `file`.
+    fn options(file: &str) -> impl FnOnce(String) -> TraceReadError + '_ {
+        move |problem| TraceReadError::Options {
+            file: file.into(),
+            problem,
+        }
+    }
+}
+
 /// Reads the trace at `path` in `format`, or in the format detected from its first line and
 /// name, with the default [`ReadOptions`].
 pub fn read_trace(path: &Path, format: Option<TraceFormat>) -> Result<TraceRead, TraceReadError> {
@@ -610,24 +620,31 @@ fn finish(
     Ok(TraceRead { trace, report })
 }
 
-/// The fixtures in `traces/fixtures/`, whole and with one field changed, for reader tests.
+/// The text of the fixture `traces/fixtures/{name}`, for reader tests.
 #[cfg(test)]
-pub(crate) mod fixture {
-    use super::{TraceRead, TraceReadError};
-    use proptest::prelude::*;
+pub(crate) fn fixture_text(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces/fixtures")
+        .join(name);
+    std::fs::read_to_string(path).expect("the fixture is in the repository")
+}
 
-    /// The text of `traces/fixtures/{name}`.
-    pub fn text(name: &str) -> String {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../traces/fixtures")
-            .join(name);
-        std::fs::read_to_string(path).expect("the fixture is in the repository")
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::path::PathBuf;
+
+    /// The fixtures of published layouts: (file, format, data rows).
+    const LAYOUT_FIXTURES: [(&str, TraceFormat, usize); 2] = [
+        ("philly-sia-format.csv", TraceFormat::SiaPhilly, 25),
+        ("openb-static-format.csv", TraceFormat::OpenbStatic, 20),
+    ];
 
     /// The fixture with field `field` (modulo the row's width) of data row `row` (0-based,
     /// after the header) set to `value`.
-    pub fn mutated(name: &str, row: usize, field: usize, value: &str) -> String {
-        let mut lines: Vec<String> = text(name).lines().map(String::from).collect();
+    fn mutated(name: &str, row: usize, field: usize, value: &str) -> String {
+        let mut lines: Vec<String> = fixture_text(name).lines().map(String::from).collect();
         let line = &mut lines[row + 1];
         let mut fields: Vec<&str> = line.split(',').collect();
         let i = field % fields.len();
@@ -636,34 +653,33 @@ pub(crate) mod fixture {
         lines.join("\n")
     }
 
-    /// What a mutated fixture of `rows` rows, read as `file`, must give: every row kept or
-    /// dropped, or an error naming the changed row's line.
-    pub fn check(
-        read: Result<TraceRead, TraceReadError>,
-        file: &str,
-        rows: u64,
-        row: usize,
-    ) -> Result<(), TestCaseError> {
-        match read {
-            Ok(read) => {
-                let r = &read.report;
-                prop_assert_eq!(r.rows, rows);
-                prop_assert_eq!(r.kept + r.dropped_total(), rows);
-                prop_assert_eq!(read.trace.len() as u64, r.kept);
-            }
-            Err(e) => {
-                let line = format!("{file} line {}, field ", row + 2);
-                prop_assert!(e.to_string().starts_with(&line), "{}", e);
+    proptest! {
+        /// One field of one row of a published layout's fixture changed: every row is still
+        /// kept or dropped, or the error names that row's line.
+        #[test]
+        fn mutated_layout_rows_are_kept_dropped_or_named(
+            fixture in 0usize..LAYOUT_FIXTURES.len(),
+            row in 0usize..25,
+            field in 0usize..5,
+            value in "[0-9]{1,7}(\\.[0-9]{1,4})?|-1|[a-z-]{0,5}|2017-1[0-2]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-5][0-9]",
+        ) {
+            let (name, format, rows) = LAYOUT_FIXTURES[fixture];
+            let row = row % rows;
+            let text = mutated(name, row, field, &value);
+            match format.read(text.as_bytes(), "m.csv", &ReadOptions::default()) {
+                Ok(read) => {
+                    let r = &read.report;
+                    prop_assert_eq!(r.rows, rows as u64);
+                    prop_assert_eq!(r.kept + r.dropped_total(), r.rows);
+                    prop_assert_eq!(read.trace.len() as u64, r.kept);
+                }
+                Err(e) => {
+                    let line = format!("m.csv line {}, field ", row + 2);
+                    prop_assert!(e.to_string().starts_with(&line), "{}", e);
+                }
             }
         }
-        Ok(())
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
 
     fn repo_file(rel: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
@@ -723,7 +739,10 @@ mod tests {
             Some(OpenbStatic)
         );
         // An openb header that lost scheduled_time is neither format: the name decides.
-        assert_eq!(detect_header(&format!("{static_openb},creation_time")), None);
+        assert_eq!(
+            detect_header(&format!("{static_openb},creation_time")),
+            None
+        );
         for format in TraceFormat::ALL {
             assert_eq!(TraceFormat::parse(format.as_str()), Some(format));
         }
@@ -776,10 +795,16 @@ mod tests {
         assert_eq!(r.dropped.get(sia::DUPLICATE_ROW), Some(&1));
         let path = repo_file("traces/fixtures/openb-static-format.csv");
         let r = read_trace(&path, None).unwrap().report;
-        assert_eq!((r.format, r.rows, r.kept), (TraceFormat::OpenbStatic, 20, 20));
-        // Forced, either reader takes the other's file or names what is missing.
+        assert_eq!(
+            (r.format, r.rows, r.kept),
+            (TraceFormat::OpenbStatic, 20, 20)
+        );
+        // Forced to another format, the file is refused naming the missing column.
         let forced = read_trace(&path, Some(TraceFormat::SiaPhilly)).unwrap_err();
-        assert!(forced.to_string().contains("missing column timestamp"), "{forced}");
+        assert!(
+            forced.to_string().contains("missing column timestamp"),
+            "{forced}"
+        );
     }
 
     #[test]
@@ -836,9 +861,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("jobs.csv");
         std::fs::write(&path, "a,b\n1,2\n").unwrap();
-        let err = read_trace(&path, None).unwrap_err().to_string();
+        let error_of = |path: &Path| read_trace(path, None).unwrap_err().to_string();
+        let err = error_of(&path);
         assert!(
-            err.starts_with("jobs.csv line 1: cannot tell the trace format from this line (\"a,b\")"),
+            err.contains("jobs.csv line 1: cannot tell the trace format from this line (\"a,b\")"),
             "{err}"
         );
         // Every format is listed with what it expects, and how to force one.
@@ -846,16 +872,22 @@ mod tests {
             let line = format!("\n  {:<13} {}", format.as_str(), format.expects());
             assert!(err.contains(&line), "{format}: {err}");
         }
-        assert!(err.ends_with("(`--format NAME` on the command line)"), "{err}");
+        assert!(
+            err.ends_with("(`--format NAME` on the command line)"),
+            "{err}"
+        );
         // A name that suggests a format whose reader refuses the header gets the same list.
         let path = dir.join("openb_pod_list_gpuspec33.csv");
         std::fs::write(&path, "name,cpu_milli,gpu_spec\np,1,V100\n").unwrap();
-        let err = read_trace(&path, None).unwrap_err().to_string();
+        let err = error_of(&path);
         assert!(
             err.contains("line 1: the file name suggests the openb format, whose reader refuses the header (missing column memory_mib"),
             "{err}"
         );
-        assert!(err.contains("\n  sia-philly    a header with timestamp"), "{err}");
+        assert!(
+            err.contains("\n  sia-philly    a header with timestamp"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -479,12 +479,23 @@ mod tests {
         assert!(s.offered_load.is_none() && s.arrivals_by_hour_of_day.iter().all(|n| *n == 0));
         assert_eq!((s.jobs, s.gpu_demand[1].jobs), (20, 4));
         let table = s.to_string();
-        assert!(table.contains("times         none: a static workload"), "{table}");
-        assert!(!table.contains("arrivals") && !table.contains("GPU work"), "{table}");
+        assert!(
+            table.contains("times         none: a static workload"),
+            "{table}"
+        );
+        assert!(
+            !table.contains("arrivals") && !table.contains("GPU work"),
+            "{table}"
+        );
         assert_eq!(serde_json::to_value(&s).unwrap()["static_workload"], true);
         // A timed trace does not mention it.
         let timed = TraceStats::compute(&read.trace, None, None);
-        assert!(serde_json::to_value(&timed).unwrap().get("static_workload").is_none());
+        assert!(
+            serde_json::to_value(&timed)
+                .unwrap()
+                .get("static_workload")
+                .is_none()
+        );
     }
 
     #[test]
