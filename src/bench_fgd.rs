@@ -22,7 +22,8 @@ use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// openb pod list (default: alibaba-openb-2023/openb_pod_list_default.csv under
+    /// openb pod list, full or static (`openb_pod_list_multigpu50.csv`: no times), or any
+    /// trace of pods (default: alibaba-openb-2023/openb_pod_list_default.csv under
     /// $LACHESIS_SHARED_TRACES or ../shared/traces, else the bundled excerpt).
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -69,7 +70,11 @@ pub fn run(args: &Args) -> Result<()> {
     let pods = read_trace(&path, None)
         .with_context(|| format!("reading {}", path.display()))?
         .trace;
-    ensure!(!pods.is_empty(), "{} holds no pods", path.display());
+    ensure!(
+        pods.jobs().iter().any(|p| p.gpu_milli_total() > 0),
+        "{} holds no pod that asks for a GPU",
+        path.display()
+    );
     let spec = Arc::new(load_cluster(&args.cluster)?);
     let top = at[at.len() - 1];
     outln!(

@@ -7,7 +7,7 @@ use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
 use lachesis_env::policy::{PolicyConfig, PolicyOptions};
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, SizingRule, parse_window, scale_to_load};
-use lachesis_env::trace::read_trace;
+use lachesis_env::trace::{ReadReport, read_trace};
 use lachesis_env::units::{SimTime, parse_duration};
 use std::fs;
 use std::io::BufWriter;
@@ -16,10 +16,11 @@ use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Trace file (normalized, openb pod list or ITP cluster CSV; detected from the header).
+    /// Trace file in any format `lachesis trace stats` reads, detected from its header; it
+    /// must have arrival and duration times (a static pod list is placed by `bench fgd`).
     #[arg(long)]
     pub trace: PathBuf,
-    /// Force the trace format: normalized, openb, itp.
+    /// Force the trace format (normalized, openb, itp, swf, dlrm, helios, sia-philly).
     #[arg(long)]
     pub format: Option<String>,
     /// Cluster: a preset (openb, pai-2020, spot-2026), a shape like 64x8:A100, a TOML file, or
@@ -75,10 +76,28 @@ pub fn resolve_cluster(arg: &str, trace: &Trace) -> Result<ClusterSpec> {
     }
 }
 
-/// Reads a trace, forcing `format` if given; errors name the file.
+/// Reads a trace to replay, forcing `format` if given; errors name the file. A static
+/// workload is refused (see [`ensure_timed`]).
 pub fn load_trace(path: &Path, format: Option<&str>) -> Result<Trace> {
     let format = format.map(crate::trace_cmd::parse_format).transpose()?;
-    Ok(read_trace(path, format)?.trace)
+    let read = read_trace(path, format)?;
+    ensure_timed(path, &read.report)?;
+    Ok(read.trace)
+}
+
+/// Refuses a trace read from a format without arrival and duration times (a static workload)
+/// where its jobs would be replayed or written out with times, and says what to run instead.
+pub fn ensure_timed(path: &Path, report: &ReadReport) -> Result<()> {
+    if report.format.has_times() {
+        return Ok(());
+    }
+    let p = path.display();
+    bail!(
+        "{p}: a static workload ({} format): its jobs have no arrival or duration times, so \
+         it cannot be replayed; place it as the FGD experiment does with \
+         `lachesis bench fgd --trace {p}`, or summarise it with `lachesis trace stats {p}`",
+        report.format
+    )
 }
 
 fn sim_config(args: &Args) -> Result<SimConfig> {

@@ -1,6 +1,6 @@
 //! `lachesis trace ...`: look at, convert and cut traces.
 
-use crate::simulate::{load_trace, resolve_cluster};
+use crate::simulate::{ensure_timed, load_trace, resolve_cluster};
 use anyhow::{Context, Result, bail};
 use lachesis_env::job::Trace;
 use lachesis_env::sim::parse_window;
@@ -29,6 +29,8 @@ pub enum Command {
     /// Convert any supported trace to the normalized format.
     Convert {
         path: PathBuf,
+        /// Force the format: normalized, openb, openb-static, itp, swf, dlrm, helios or
+        /// sia-philly (default: detected from the header, then from the file name).
         #[arg(long)]
         format: Option<String>,
         /// Output file (normalized CSV).
@@ -120,6 +122,7 @@ pub fn run(cmd: &Command) -> Result<()> {
         Command::Convert { path, format, out } => {
             let format = format.as_deref().map(parse_format).transpose()?;
             let read = read_trace(path, format)?;
+            ensure_timed(path, &read.report)?;
             write_trace(&read.trace, out)?;
             let r = &read.report;
             outln!(

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{lachesis, stdout_json, without_wall_time};
+use common::{lachesis, stdout_json, stdout_of, without_wall_time};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -483,17 +483,6 @@ fn bench_fgd_fills_the_openb_cluster_and_writes_csv() {
     // At full capacity arrived the cluster holds at most all of it.
     let alloc: f64 = rows[1][3].parse().expect("a rate");
     assert!((0.5..=1.0).contains(&alloc), "{csv}");
-}
-
-/// Stdout of `lachesis ARGS...`, which must succeed.
-fn stdout_of(args: &[&str]) -> String {
-    let out = lachesis(args);
-    assert!(
-        out.status.success(),
-        "lachesis {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `bench decide` runs the shipped model in process both ways on the same snapshots, and the

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{lachesis, stdout_json};
+use common::{lachesis, stderr_of_failing, stdout_json, stdout_of};
 use std::path::{Path, PathBuf};
 
 /// (path, rows read, jobs kept) of each shipped excerpt, as its README states.
@@ -17,7 +17,11 @@ const EXCERPTS: &[(&str, u64, u64)] = &[
     ("traces/fixtures/helios_sample.csv", 12, 10),
     ("traces/fixtures/philly_sample.csv", 8, 6),
     ("traces/fixtures/sample.swf", 10, 7),
+    ("traces/fixtures/philly-sia-format.csv", 25, 24),
 ];
+
+/// The FGD paper's static openb layout (no times), as its fixture README states.
+const STATIC_OPENB: &str = "traces/fixtures/openb-static-format.csv";
 
 fn temp_dir(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lachesis-traces-{}-{test}", std::process::id()));
@@ -77,6 +81,133 @@ fn excerpts_replay_on_sized_clusters() {
         let done = s["finished"].as_u64().unwrap() + s["skipped_unplaceable"].as_u64().unwrap();
         assert_eq!(done, *jobs, "{path}: {s}");
     }
+}
+
+#[test]
+fn sia_philly_reads_with_counted_drops_and_vcs_as_tenants() {
+    let stats = stdout_json(&[
+        "trace",
+        "stats",
+        "traces/fixtures/philly-sia-format.csv",
+        "--json",
+    ]);
+    let read = &stats["read"];
+    assert_eq!(read["format"], "sia-philly");
+    assert_eq!(read["dropped"]["duplicate-row"], 1, "{stats}");
+    assert_eq!(read["notes"]["origin"], "2017-10-01 03:30:57");
+    assert_eq!(stats["tenants"], 6);
+    // The last of the unsorted rows: 2 days + 22:03:07 - 03:30:57 after the first.
+    assert_eq!(stats["last_submit_s"], 239_530.0);
+    // Forcing the format reads the same.
+    let forced = stdout_json(&[
+        "trace",
+        "stats",
+        "traces/fixtures/philly-sia-format.csv",
+        "--format",
+        "sia-philly",
+        "--json",
+    ]);
+    assert_eq!(forced, stats);
+}
+
+#[test]
+fn static_openb_is_benched_and_summarised_but_not_simulated() {
+    let stats = stdout_json(&["trace", "stats", STATIC_OPENB, "--json"]);
+    assert_eq!(stats["read"]["format"], "openb-static");
+    assert_eq!(
+        (&stats["read"]["rows"], &stats["jobs"]),
+        (&20.into(), &20.into())
+    );
+    assert_eq!(stats["static_workload"], true);
+    assert!(stats["duration_s"].is_null() && stats["first_submit_s"].is_null());
+
+    let dir = temp_dir("static");
+    let out = dir.to_str().expect("UTF-8 temp path");
+    let args = [
+        "bench",
+        "fgd",
+        "--trace",
+        STATIC_OPENB,
+        "--seeds",
+        "1",
+        "--policies",
+        "fifo/best-fit,fifo/fgd",
+        "--at",
+        "0.5,1.0",
+        "--out",
+        out,
+    ];
+    let stdout = stdout_of(&args);
+    assert!(
+        stdout.contains(&format!("{STATIC_OPENB}: 20 pods")),
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(dir.join("fgd.csv")).expect("fgd.csv written");
+    // Two policies x two points, nothing dropped at half capacity.
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    for row in rows.iter().filter(|r| r[2] == "0.5") {
+        let alloc: f64 = row[3].parse().expect("a rate");
+        assert!((0.5..0.51).contains(&alloc) && row[5] == "0", "{csv}");
+    }
+
+    // Replaying or converting it would invent times: refused, saying what to run instead.
+    for args in [
+        &["simulate", "--trace", STATIC_OPENB, "--cluster", "openb"][..],
+        &[
+            "trace",
+            "convert",
+            STATIC_OPENB,
+            "--out",
+            &format!("{out}/n.csv"),
+        ][..],
+    ] {
+        let err = stderr_of_failing(args);
+        assert!(
+            err.contains("no arrival or duration times"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("lachesis bench fgd --trace {STATIC_OPENB}")),
+            "{err}"
+        );
+    }
+    // The full layout forced to the static one is read as pods without times.
+    let forced = stdout_json(&[
+        "trace",
+        "stats",
+        "traces/openb/openb_pod_excerpt.csv",
+        "--format",
+        "openb-static",
+        "--json",
+    ]);
+    assert_eq!(
+        (&forced["jobs"], &forced["static_workload"]),
+        (&400.into(), &true.into())
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn an_unknown_header_lists_the_formats_tried() {
+    let dir = temp_dir("unknown");
+    let path = dir.join("jobs.csv");
+    std::fs::write(&path, "when,gpus\n2017-10-01 00:00:00,1\n").unwrap();
+    let err = stderr_of_failing(&["trace", "stats", path.to_str().unwrap()]);
+    assert!(err.contains("cannot tell the trace format"), "{err}");
+    for line in [
+        "  sia-philly    a header with timestamp and num_gpus",
+        "  openb-static  a header with num_gpu and gpu_milli, and no times",
+        "  helios        a header with gpu_num and submit_time",
+        "`--format NAME`",
+    ] {
+        assert!(err.contains(line), "no {line:?} in:\n{err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// FIELDS.txt's verified counts: (file under the shared traces, rows, jobs kept).

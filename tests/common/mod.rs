@@ -21,6 +21,24 @@ pub fn lachesis(args: &[&str]) -> Output {
         .expect("the lachesis binary runs")
 }
 
+/// Stdout of `lachesis ARGS...`, which must succeed.
+pub fn stdout_of(args: &[&str]) -> String {
+    let out = lachesis(args);
+    assert!(
+        out.status.success(),
+        "lachesis {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stderr of `lachesis ARGS...`, which must fail.
+pub fn stderr_of_failing(args: &[&str]) -> String {
+    let out = lachesis(args);
+    assert!(!out.status.success(), "lachesis {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Runs `lachesis ARGS...`, which must succeed, and parses its stdout as JSON.
 pub fn stdout_json(args: &[&str]) -> Value {
     let out = lachesis(args);

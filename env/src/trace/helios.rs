@@ -38,6 +38,7 @@
 
 use super::table::{self, Table, Unknown};
 use super::{ReadReport, Tenants, TraceFormat, TraceRead, TraceReadError};
+use super::{WallClockJob, WallClockJobs, WallClockRow as Row};
 use crate::job::{JobKind, JobSpec, MAX_TASKS, Qos, TaskRequest};
 use crate::units::{JobId, SimTime};
 use csv::StringRecord;
@@ -205,19 +206,6 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
-/// A kept job, its submit still in wall-clock seconds.
-struct Kept {
-    job: JobSpec,
-    submit_s: i64,
-    duration: SimTime,
-}
-
-/// What became of one row.
-enum Row {
-    Kept(Kept),
-    Dropped(&'static str),
-}
-
 /// Reads a Helios or flattened Philly job log; `source` names it in errors and becomes the
 /// trace's name.
 pub fn read(
@@ -227,10 +215,7 @@ pub fn read(
 ) -> Result<TraceRead, TraceReadError> {
     options
         .validate()
-        .map_err(|problem| TraceReadError::Options {
-            file: source.into(),
-            problem,
-        })?;
+        .map_err(TraceReadError::options(source))?;
     let mut reader = table::csv_reader(input);
     let mut header = StringRecord::new();
     if !table::next_record(source, &mut reader, &mut header)? {
@@ -245,35 +230,16 @@ pub fn read(
     let mut rows = Table::with_header(source, reader, header, columns, Unknown::Ignore)?;
     let mut report = ReadReport::new(TraceFormat::Helios);
     let mut tenants = Tenants::default();
-    let mut origin: Option<(i64, String)> = None;
-    let mut kept = Vec::new();
+    let mut jobs = WallClockJobs::default();
     while let Some(row) = rows.next_row()? {
         report.rows += 1;
         let submit_s = wall_clock(&row, "submit_time")?
             .ok_or_else(|| row.expected("submit_time", "a time YYYY-MM-DD HH:MM:SS"))?;
-        if origin.as_ref().is_none_or(|(first, _)| submit_s < *first) {
-            origin = Some((submit_s, row.str("submit_time").trim().to_string()));
-        }
-        match parse_job(&row, submit_s, has_cpu, options, &mut tenants)? {
-            Row::Kept(job) => {
-                report.kept += 1;
-                kept.push(job);
-            }
-            Row::Dropped(reason) => report.drop_row(reason, row.line, row.str("job_id")),
-        }
+        jobs.see(submit_s, row.str("submit_time"));
+        let parsed = parse_job(&row, submit_s, has_cpu, options, &mut tenants)?;
+        jobs.add(&mut report, parsed, row.line, row.str("job_id"));
     }
-    let origin_s = origin.as_ref().map_or(0, |(first, _)| *first);
-    if let Some((_, text)) = origin {
-        report.notes.insert(ORIGIN_NOTE.into(), text);
-    }
-    let (jobs, durations) = kept
-        .into_iter()
-        .map(|k| {
-            let submit = SimTime::from_secs((k.submit_s - origin_s).unsigned_abs());
-            (JobSpec { submit, ..k.job }, k.duration)
-        })
-        .unzip();
-    super::finish(source, jobs, durations, tenants.names, report)
+    jobs.finish(source, tenants.names, report)
 }
 
 /// A time column: `None` when empty or `None`/`NaN`/`NaT`; an error when malformed.
@@ -375,7 +341,7 @@ fn parse_job(
         },
         estimate: None,
     };
-    Ok(Row::Kept(Kept {
+    Ok(Row::Kept(WallClockJob {
         job,
         submit_s,
         duration: SimTime::from_secs((end - start).unsigned_abs()),

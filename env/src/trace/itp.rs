@@ -5,7 +5,7 @@
 //! collection), `duration` (run time, seconds), `num_gpu` (GPUs, >= 1).
 //!
 //! Rules, every one an assumption about a trace that does not say ([`ItpOptions`] overrides the
-//! numbers):
+//! numbers; Sia's Philly trace, which lacks the same, uses the same options):
 //! - submit = `submission_time`; true duration = `duration`.
 //! - A job of up to `gpus_per_node` (8) GPUs is one task. A larger job is a gang spread over
 //!   nodes: tasks = ceil(num_gpu / gpus_per_node), each of num_gpu / tasks GPUs; a count that
@@ -75,6 +75,41 @@ impl ItpOptions {
     pub fn gang(&self, gpus: u32) -> Option<(u32, u32)> {
         super::split_gang(gpus, self.gpus_per_node)
     }
+
+    /// Checks these options, then opens `input`'s table of `columns`: the start of a reader of
+    /// a trace that gives only GPU counts.
+    pub(crate) fn open<'f, R: Read>(
+        &self,
+        input: R,
+        source: &'f str,
+        columns: &'static [&'static str],
+    ) -> Result<Table<'f, R>, TraceReadError> {
+        self.validate().map_err(TraceReadError::options(source))?;
+        Table::new(source, table::csv_reader(input), columns, Unknown::Ignore)
+    }
+
+    /// A training job of `tasks` tasks of `gpus` GPUs each, asking for the per-GPU CPU and
+    /// memory, with this QoS class and preemptibility; no GPU type, priority 0, no estimate.
+    pub(crate) fn job(&self, name: &str, tasks: u32, gpus: u32, tenant: TenantId) -> JobSpec {
+        JobSpec {
+            id: JobId(0),
+            name: name.to_string(),
+            submit: SimTime::ZERO,
+            tasks,
+            task: TaskRequest::whole(
+                gpus,
+                self.cpu_milli_per_gpu * u64::from(gpus),
+                self.mem_mib_per_gpu * u64::from(gpus),
+            ),
+            gpu_types: Vec::new(),
+            tenant,
+            priority: 0,
+            qos: self.qos,
+            preemptible: self.preemptible,
+            kind: JobKind::Training,
+            estimate: None,
+        }
+    }
 }
 
 /// Reads an ITP cluster file; `source` names it in errors and becomes the trace's name.
@@ -83,13 +118,7 @@ pub fn read(
     source: &str,
     options: &ItpOptions,
 ) -> Result<TraceRead, TraceReadError> {
-    options
-        .validate()
-        .map_err(|problem| TraceReadError::Options {
-            file: source.into(),
-            problem,
-        })?;
-    let mut rows = Table::new(source, table::csv_reader(input), COLUMNS, Unknown::Ignore)?;
+    let mut rows = options.open(input, source, COLUMNS)?;
     let mut report = ReadReport::new(TraceFormat::Itp);
     let (mut jobs, mut durations) = (Vec::new(), Vec::new());
     while let Some(row) = rows.next_row()? {
@@ -118,22 +147,8 @@ fn parse_job(
         )
     })?;
     let job = JobSpec {
-        id: JobId(0),
-        name: row.str("job_id").to_string(),
         submit: row.secs("submission_time")?,
-        tasks,
-        task: TaskRequest::whole(
-            gpus,
-            options.cpu_milli_per_gpu * u64::from(gpus),
-            options.mem_mib_per_gpu * u64::from(gpus),
-        ),
-        gpu_types: Vec::new(),
-        tenant: TenantId(0),
-        priority: 0,
-        qos: options.qos,
-        preemptible: options.preemptible,
-        kind: JobKind::Training,
-        estimate: None,
+        ..options.job(row.str("job_id"), tasks, gpus, TenantId(0))
     };
     Ok((job, row.secs("duration")?))
 }

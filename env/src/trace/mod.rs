@@ -2,10 +2,11 @@
 //! kept, dropped and why. One module per format; [`stats`] summarises a trace.
 //!
 //! Formats: [`normalized`] (Lachesis' own CSV, read and written), [`openb`] (Alibaba GPU
-//! cluster trace 2023), [`itp`] (Microsoft ITP clusters), [`swf`] (Parallel Workloads Archive
-//! logs), [`dlrm`] (Alibaba DLRM serving instances 2025), [`helios`] (SenseTime Helios and
-//! Microsoft Philly job logs). The format is given, or detected from the first line of the
-//! file and, failing that, from the file name. Any of them may be gzip-compressed: input that
+//! cluster trace 2023, and the FGD paper's static pod lists), [`itp`] (Microsoft ITP
+//! clusters), [`swf`] (Parallel Workloads Archive logs), [`dlrm`] (Alibaba DLRM serving
+//! instances 2025), [`helios`] (SenseTime Helios and Microsoft Philly job logs), [`sia`] (the
+//! processed Philly trace of the Sia simulator). The format is given, or detected from the
+//! first line of the file and, failing that, from the file name. Any of them may be gzip-compressed: input that
 //! starts with gzip's magic bytes (`1f 8b`) is decompressed as it is read.
 //!
 //! Every error names the file, the line and, where there is one, the field; no input makes a
@@ -17,6 +18,7 @@ pub mod helios;
 pub mod itp;
 pub mod normalized;
 pub mod openb;
+pub mod sia;
 pub mod split;
 pub mod stats;
 pub mod swf;
@@ -55,16 +57,23 @@ pub enum TraceFormat {
     /// SenseTime Helios `cluster_log.csv`, or a Microsoft Philly job log flattened to the same
     /// columns.
     Helios,
+    /// The FGD paper's static openb pod lists (`openb_pod_list_multigpu20.csv`, ...): pods
+    /// without times, a static workload.
+    OpenbStatic,
+    /// The processed Microsoft Philly trace of the Sia simulator (`sia-simulator/traces/philly.csv`).
+    SiaPhilly,
 }
 
 impl TraceFormat {
-    pub const ALL: [TraceFormat; 6] = [
+    pub const ALL: [TraceFormat; 8] = [
         TraceFormat::Normalized,
         TraceFormat::Openb,
         TraceFormat::Itp,
         TraceFormat::Swf,
         TraceFormat::Dlrm,
         TraceFormat::Helios,
+        TraceFormat::OpenbStatic,
+        TraceFormat::SiaPhilly,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -75,7 +84,30 @@ impl TraceFormat {
             TraceFormat::Swf => "swf",
             TraceFormat::Dlrm => "dlrm",
             TraceFormat::Helios => "helios",
+            TraceFormat::OpenbStatic => "openb-static",
+            TraceFormat::SiaPhilly => "sia-philly",
         }
+    }
+
+    /// What [`TraceFormat::detect`] looks for in a file of this format, for messages.
+    pub fn expects(self) -> &'static str {
+        match self {
+            TraceFormat::Normalized => "a `#lachesis-trace v1` line, or a header with submit_s",
+            TraceFormat::Openb => "a header with pod_phase or scheduled_time",
+            TraceFormat::Itp => "a header with submission_time and num_gpu",
+            TraceFormat::Swf => "`;` comment lines, or 18 numbers a line",
+            TraceFormat::Dlrm => "a header with instance_sn or max_instance_per_node",
+            TraceFormat::Helios => "a header with gpu_num and submit_time",
+            TraceFormat::OpenbStatic => "a header with num_gpu and gpu_milli, and no times",
+            TraceFormat::SiaPhilly => "a header with timestamp and num_gpus",
+        }
+    }
+
+    /// Whether jobs of this format carry arrival and duration times. Without them (a static
+    /// workload: pods that arrive once and never leave) every submit and duration of the
+    /// trace read is 0, a placeholder: such a trace can be placed, not replayed.
+    pub fn has_times(self) -> bool {
+        self != TraceFormat::OpenbStatic
     }
 
     /// Parses a format name as [`TraceFormat::as_str`] spells it (case-insensitive).
@@ -94,12 +126,19 @@ impl TraceFormat {
     ///   whose `scheduled_time` it shares);
     /// - a header with `pod_phase` or `scheduled_time` is openb;
     /// - one with `submission_time` and `num_gpu` is ITP;
-    /// - one with `gpu_num` and `submit_time` is Helios.
+    /// - one with `gpu_num` and `submit_time` is Helios;
+    /// - one with `timestamp` and `num_gpus` is Sia's Philly;
+    /// - one with `num_gpu` and `gpu_milli` (and none of openb's times) is a static openb list.
     ///
     /// Failing that, by name: `*.swf` is SWF; a name containing `dlrm` is DLRM, `openb` openb,
     /// `helios` or `philly` (or starting with `cluster_log`) Helios; other names starting with
     /// `cluster` are ITP.
     pub fn detect(first_line: &str, file_name: Option<&str>) -> Option<TraceFormat> {
+        Self::detect_header(first_line).or_else(|| Self::detect_name(file_name?))
+    }
+
+    /// The format the first line shows, if any (see [`TraceFormat::detect`]).
+    pub fn detect_header(first_line: &str) -> Option<TraceFormat> {
         if first_line.trim_start().starts_with(normalized::MAGIC) {
             return Some(TraceFormat::Normalized);
         }
@@ -123,7 +162,18 @@ impl TraceFormat {
         if has("gpu_num") && has("submit_time") {
             return Some(TraceFormat::Helios);
         }
-        let name = file_name?.to_ascii_lowercase();
+        if has("timestamp") && has("num_gpus") {
+            return Some(TraceFormat::SiaPhilly);
+        }
+        if has("num_gpu") && has("gpu_milli") && !has("creation_time") && !has("deletion_time") {
+            return Some(TraceFormat::OpenbStatic);
+        }
+        None
+    }
+
+    /// The format a file name suggests, if any (see [`TraceFormat::detect`]).
+    pub fn detect_name(file_name: &str) -> Option<TraceFormat> {
+        let name = file_name.to_ascii_lowercase();
         let name = name.strip_suffix(".gz").unwrap_or(&name);
         if name.ends_with(".swf") {
             Some(TraceFormat::Swf)
@@ -162,6 +212,8 @@ impl TraceFormat {
             TraceFormat::Swf => swf::read(input, source, &options.swf),
             TraceFormat::Dlrm => dlrm::read(input, source),
             TraceFormat::Helios => helios::read(input, source, &options.helios),
+            TraceFormat::OpenbStatic => openb::read_static(input, source),
+            TraceFormat::SiaPhilly => sia::read(input, source, &options.sia_philly),
         }
     }
 }
@@ -182,6 +234,8 @@ pub struct ReadOptions {
     pub swf: SwfOptions,
     /// Tenant column, node size and what Helios and Philly jobs lack.
     pub helios: HeliosOptions,
+    /// CPU, memory and node size assumed for the jobs of Sia's Philly trace (ITP's knobs).
+    pub sia_philly: ItpOptions,
 }
 
 /// A trace as read, with the account of what the reader did to the file's rows.
@@ -314,6 +368,16 @@ pub enum TraceReadError {
     Options { file: String, problem: String },
 }
 
+impl TraceReadError {
+    /// Turns what a reader's options `validate` refused into the error naming `file`.
+    fn options(file: &str) -> impl FnOnce(String) -> TraceReadError + '_ {
+        move |problem| TraceReadError::Options {
+            file: file.into(),
+            problem,
+        }
+    }
+}
+
 /// Reads the trace at `path` in `format`, or in the format detected from its first line and
 /// name, with the default [`ReadOptions`].
 pub fn read_trace(path: &Path, format: Option<TraceFormat>) -> Result<TraceRead, TraceReadError> {
@@ -331,29 +395,54 @@ pub fn read_trace_with(
         file: file.clone(),
         source,
     })?;
-    let format = match format {
-        Some(format) => format,
-        None => {
-            let first = first_line(&bytes).map_err(|source| TraceReadError::Io {
-                file: file.clone(),
-                source,
-            })?;
-            let name = path.file_name().and_then(|n| n.to_str());
-            TraceFormat::detect(&first, name).ok_or_else(|| TraceReadError::Line {
-                file: file.clone(),
-                line: 1,
-                problem: format!(
-                    "cannot tell the trace format from this line or the file name: \
-                     expected `{} v1`, an openb header (with pod_phase), an ITP header \
-                     (with submission_time,num_gpu), a DLRM header (with instance_sn), a Helios \
-                     header (with gpu_num,submit_time) or SWF (`;` comments, 18 numbers a line); \
-                     name the format instead",
-                    normalized::MAGIC
-                ),
-            })?
-        }
+    if let Some(format) = format {
+        return format.read(bytes.as_slice(), &file, options);
+    }
+    let first = first_line(&bytes).map_err(|source| TraceReadError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    if let Some(format) = TraceFormat::detect_header(&first) {
+        return format.read(bytes.as_slice(), &file, options);
+    }
+    let unknown_header = |found: String| TraceReadError::Line {
+        file: file.clone(),
+        line: 1,
+        problem: format!(
+            "{found}; the formats tried, and what each expects:\n{}\nforce one by naming it \
+             (`--format NAME` on the command line)",
+            tried_formats()
+        ),
     };
-    format.read(bytes.as_slice(), &file, options)
+    let header = table::quote(first.trim_end_matches(['\r', '\n']));
+    let name = path.file_name().and_then(|n| n.to_str());
+    let Some(format) = name.and_then(TraceFormat::detect_name) else {
+        return Err(unknown_header(format!(
+            "cannot tell the trace format from this line ({header}) or the file name"
+        )));
+    };
+    // The name guessed the format, but no reader matched the header: if this one refuses it
+    // too, say what each format expects.
+    format
+        .read(bytes.as_slice(), &file, options)
+        .map_err(|err| match err {
+            TraceReadError::Line {
+                line: 1, problem, ..
+            } => unknown_header(format!(
+                "the file name suggests the {format} format, whose reader refuses the header \
+                 ({problem})"
+            )),
+            other => other,
+        })
+}
+
+/// One line per format: its name and what [`TraceFormat::detect`] looks for.
+fn tried_formats() -> String {
+    let lines: Vec<String> = TraceFormat::ALL
+        .iter()
+        .map(|f| format!("  {:<13} {}", f.as_str(), f.expects()))
+        .collect();
+    lines.join("\n")
 }
 
 /// gzip's first two bytes.
@@ -436,6 +525,74 @@ impl Tenants {
     }
 }
 
+/// What a reader of a trace with wall-clock times gathers row by row: time 0 (the earliest
+/// time seen, and its text) and the jobs kept so far.
+#[derive(Default)]
+struct WallClockJobs {
+    origin: Option<(i64, String)>,
+    kept: Vec<WallClockJob>,
+}
+
+/// A kept job of a wall-clock trace, its submit still in wall-clock seconds.
+struct WallClockJob {
+    job: JobSpec,
+    submit_s: i64,
+    duration: SimTime,
+}
+
+/// What became of one row of a wall-clock trace.
+enum WallClockRow {
+    Kept(WallClockJob),
+    Dropped(&'static str),
+}
+
+impl WallClockJobs {
+    /// Takes `secs` (written `text` in the file) as time 0 if it is the earliest so far.
+    fn see(&mut self, secs: i64, text: &str) {
+        if self.origin.as_ref().is_none_or(|(first, _)| secs < *first) {
+            self.origin = Some((secs, text.trim().to_string()));
+        }
+    }
+
+    /// Keeps the row's job, or counts its drop, in `report`.
+    fn add(&mut self, report: &mut ReadReport, row: WallClockRow, line: u64, name: &str) {
+        match row {
+            WallClockRow::Kept(job) => {
+                report.kept += 1;
+                self.kept.push(job);
+            }
+            WallClockRow::Dropped(reason) => report.drop_row(reason, line, name),
+        }
+    }
+
+    /// The trace: submit = wall-clock submit - time 0, whose text is noted in the report as
+    /// [`helios::ORIGIN_NOTE`].
+    fn finish(
+        self,
+        source: &str,
+        tenants: Vec<String>,
+        mut report: ReadReport,
+    ) -> Result<TraceRead, TraceReadError> {
+        let origin_s = match self.origin {
+            Some((secs, text)) => {
+                report.notes.insert(helios::ORIGIN_NOTE.into(), text);
+                secs
+            }
+            None => 0,
+        };
+        let (jobs, durations) = self
+            .kept
+            .into_iter()
+            .map(|k| {
+                // Every submit was seen, so none is before time 0.
+                let submit = SimTime::from_secs((k.submit_s - origin_s).unsigned_abs());
+                (JobSpec { submit, ..k.job }, k.duration)
+            })
+            .unzip();
+        finish(source, jobs, durations, tenants, report)
+    }
+}
+
 /// Splits a job of `gpus` GPUs over nodes of `gpus_per_node`: ceil(gpus / gpus_per_node)
 /// tasks of equal size, as (tasks, GPUs per task); `None` when the count does not split evenly
 /// (9 GPUs over 8-GPU nodes) or either number is 0.
@@ -463,10 +620,66 @@ fn finish(
     Ok(TraceRead { trace, report })
 }
 
+/// The text of the fixture `traces/fixtures/{name}`, for reader tests.
+#[cfg(test)]
+pub(crate) fn fixture_text(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces/fixtures")
+        .join(name);
+    std::fs::read_to_string(path).expect("the fixture is in the repository")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::path::PathBuf;
+
+    /// The fixtures of published layouts: (file, format, data rows).
+    const LAYOUT_FIXTURES: [(&str, TraceFormat, usize); 2] = [
+        ("philly-sia-format.csv", TraceFormat::SiaPhilly, 25),
+        ("openb-static-format.csv", TraceFormat::OpenbStatic, 20),
+    ];
+
+    /// The fixture with field `field` (modulo the row's width) of data row `row` (0-based,
+    /// after the header) set to `value`.
+    fn mutated(name: &str, row: usize, field: usize, value: &str) -> String {
+        let mut lines: Vec<String> = fixture_text(name).lines().map(String::from).collect();
+        let line = &mut lines[row + 1];
+        let mut fields: Vec<&str> = line.split(',').collect();
+        let i = field % fields.len();
+        fields[i] = value;
+        *line = fields.join(",");
+        lines.join("\n")
+    }
+
+    proptest! {
+        /// One field of one row of a published layout's fixture changed: every row is still
+        /// kept or dropped, or the error names that row's line.
+        #[test]
+        fn mutated_layout_rows_are_kept_dropped_or_named(
+            fixture in 0usize..LAYOUT_FIXTURES.len(),
+            row in 0usize..25,
+            field in 0usize..5,
+            value in "[0-9]{1,7}(\\.[0-9]{1,4})?|-1|[a-z-]{0,5}|2017-1[0-2]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-5][0-9]",
+        ) {
+            let (name, format, rows) = LAYOUT_FIXTURES[fixture];
+            let row = row % rows;
+            let text = mutated(name, row, field, &value);
+            match format.read(text.as_bytes(), "m.csv", &ReadOptions::default()) {
+                Ok(read) => {
+                    let r = &read.report;
+                    prop_assert_eq!(r.rows, rows as u64);
+                    prop_assert_eq!(r.kept + r.dropped_total(), r.rows);
+                    prop_assert_eq!(read.trace.len() as u64, r.kept);
+                }
+                Err(e) => {
+                    let line = format!("m.csv line {}, field ", row + 2);
+                    prop_assert!(e.to_string().starts_with(&line), "{}", e);
+                }
+            }
+        }
+    }
 
     fn repo_file(rel: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
@@ -492,7 +705,7 @@ mod tests {
     #[test]
     fn formats_are_detected_from_header_then_name() {
         use TraceFormat::*;
-        let detect = TraceFormat::detect;
+        let (detect, detect_header) = (TraceFormat::detect, TraceFormat::detect_header);
         assert_eq!(detect("#lachesis-trace v9", None), Some(Normalized));
         assert_eq!(detect("job_id,submit_s,duration_s", None), Some(Normalized));
         let openb = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,\
@@ -518,6 +731,18 @@ mod tests {
         assert_eq!(detect(helios, None), Some(Helios));
         assert_eq!(detect("", Some("cluster_log.csv")), Some(Helios));
         assert_eq!(detect("", Some("philly_trace.csv")), Some(Helios));
+        let sia = "timestamp,duration,num_gpus,gpu_time,cluster";
+        assert_eq!(detect(sia, Some("philly.csv")), Some(SiaPhilly));
+        let static_openb = "name,cpu_milli,memory_mib,num_gpu,gpu_milli";
+        assert_eq!(
+            detect(static_openb, Some("openb_pod_list_multigpu50.csv")),
+            Some(OpenbStatic)
+        );
+        // An openb header that lost scheduled_time is neither format: the name decides.
+        assert_eq!(
+            detect_header(&format!("{static_openb},creation_time")),
+            None
+        );
         for format in TraceFormat::ALL {
             assert_eq!(TraceFormat::parse(format.as_str()), Some(format));
         }
@@ -564,6 +789,33 @@ mod tests {
         assert_eq!((r.format, r.rows, r.kept), (TraceFormat::Helios, 8, 6));
         assert_eq!(r.dropped.get(helios::NEVER_STARTED), Some(&1));
         assert_eq!(r.notes[helios::ORIGIN_NOTE], "2017-10-03 03:38:40");
+        let sia = read_trace(&repo_file("traces/fixtures/philly-sia-format.csv"), None).unwrap();
+        let r = &sia.report;
+        assert_eq!((r.format, r.rows, r.kept), (TraceFormat::SiaPhilly, 25, 24));
+        assert_eq!(r.dropped.get(sia::DUPLICATE_ROW), Some(&1));
+        let path = repo_file("traces/fixtures/openb-static-format.csv");
+        let r = read_trace(&path, None).unwrap().report;
+        assert_eq!(
+            (r.format, r.rows, r.kept),
+            (TraceFormat::OpenbStatic, 20, 20)
+        );
+        // Forced to another format, the file is refused naming the missing column.
+        let forced = read_trace(&path, Some(TraceFormat::SiaPhilly)).unwrap_err();
+        assert!(
+            forced.to_string().contains("missing column timestamp"),
+            "{forced}"
+        );
+    }
+
+    #[test]
+    fn format_fixtures_are_the_shared_ones() {
+        for name in ["philly-sia-format.csv", "openb-static-format.csv"] {
+            let Some(shared) = shared_traces(&format!("fixtures/{name}")) else {
+                return;
+            };
+            let ours = std::fs::read(repo_file(&format!("traces/fixtures/{name}"))).unwrap();
+            assert_eq!(std::fs::read(shared).unwrap(), ours, "{name}");
+        }
     }
 
     #[test]
@@ -609,9 +861,31 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("jobs.csv");
         std::fs::write(&path, "a,b\n1,2\n").unwrap();
-        let err = read_trace(&path, None).unwrap_err().to_string();
+        let error_of = |path: &Path| read_trace(path, None).unwrap_err().to_string();
+        let err = error_of(&path);
         assert!(
-            err.contains("jobs.csv line 1: cannot tell the trace format"),
+            err.contains("jobs.csv line 1: cannot tell the trace format from this line (\"a,b\")"),
+            "{err}"
+        );
+        // Every format is listed with what it expects, and how to force one.
+        for format in TraceFormat::ALL {
+            let line = format!("\n  {:<13} {}", format.as_str(), format.expects());
+            assert!(err.contains(&line), "{format}: {err}");
+        }
+        assert!(
+            err.ends_with("(`--format NAME` on the command line)"),
+            "{err}"
+        );
+        // A name that suggests a format whose reader refuses the header gets the same list.
+        let path = dir.join("openb_pod_list_gpuspec33.csv");
+        std::fs::write(&path, "name,cpu_milli,gpu_spec\np,1,V100\n").unwrap();
+        let err = error_of(&path);
+        assert!(
+            err.contains("line 1: the file name suggests the openb format, whose reader refuses the header (missing column memory_mib"),
+            "{err}"
+        );
+        assert!(
+            err.contains("\n  sia-philly    a header with timestamp"),
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

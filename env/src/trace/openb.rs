@@ -24,6 +24,14 @@
 //! - `qos`: `LS` -> latency-sensitive, `BE` -> best-effort, `Burstable`, `Guaranteed`.
 //!   preemptible = (qos is best-effort). kind = inference for `LS` pods, training otherwise.
 //! - priority 0, no runtime estimate, one tenant named `default` (the trace has no users).
+//!
+//! Static pod lists ([`read_static`]): the FGD paper's variants `openb_pod_list_multigpu20.csv`
+//! .. `multigpu50.csv` (and others of the FGD experiment) keep only `name`, `cpu_milli`,
+//! `memory_mib`, `num_gpu`, `gpu_milli`: pods that arrive once and never leave, with no times,
+//! no GPU model constraint and no QoS class. Tasks follow the rules above; every pod is
+//! submitted at 0 with duration 0, placeholders that [`TraceFormat::has_times`] flags (such a
+//! trace is placed, as `lachesis bench fgd` does, never replayed); qos latency-sensitive, not
+//! preemptible, kind inference (as an `LS` pod), one tenant `default`. No row is dropped.
 
 use super::table::{self, Table, Unknown};
 use super::{ReadReport, TraceFormat, TraceRead, TraceReadError};
@@ -38,6 +46,9 @@ pub const NEVER_SCHEDULED: &str = "never-scheduled";
 pub const NEGATIVE_DURATION: &str = "negative-duration";
 /// The one tenant of an openb trace.
 pub const TENANT: &str = "default";
+
+/// Columns of a static pod list.
+const STATIC_COLUMNS: &[&str] = &["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"];
 
 const COLUMNS: &[&str] = &[
     "name",
@@ -97,7 +108,35 @@ pub fn read(input: impl Read, source: &str) -> Result<TraceRead, TraceReadError>
     super::finish(source, jobs, durations, vec![TENANT.into()], report)
 }
 
-fn parse_pod(row: &table::Row<'_>) -> Result<Pod, TraceReadError> {
+/// Reads a static pod list (name and resources only); `source` names it in errors and
+/// becomes the trace's name.
+pub fn read_static(input: impl Read, source: &str) -> Result<TraceRead, TraceReadError> {
+    let mut rows = Table::new(
+        source,
+        table::csv_reader(input),
+        STATIC_COLUMNS,
+        Unknown::Ignore,
+    )?;
+    let mut report = ReadReport::new(TraceFormat::OpenbStatic);
+    let mut jobs = Vec::new();
+    while let Some(row) = rows.next_row()? {
+        report.rows += 1;
+        let task = parse_task(&row)?;
+        jobs.push(pod_job(
+            &row,
+            SimTime::ZERO,
+            task,
+            Vec::new(),
+            Qos::LatencySensitive,
+        ));
+        report.kept += 1;
+    }
+    let durations = vec![SimTime::ZERO; jobs.len()];
+    super::finish(source, jobs, durations, vec![TENANT.into()], report)
+}
+
+/// The pod's task: `num_gpu`, `gpu_milli`, `cpu_milli`, `memory_mib` by the module's rules.
+fn parse_task(row: &table::Row<'_>) -> Result<TaskRequest, TraceReadError> {
     let gpus = row.int_in("num_gpu", 0..=MAX_GPUS_PER_NODE)?;
     let task = TaskRequest {
         gpus,
@@ -110,6 +149,38 @@ fn parse_pod(row: &table::Row<'_>) -> Result<Pod, TraceReadError> {
     };
     task.validate()
         .map_err(|problem| row.error("gpu_milli", problem))?;
+    Ok(task)
+}
+
+/// A pod's single-task job: preemptible when best-effort, inference when latency-sensitive.
+fn pod_job(
+    row: &table::Row<'_>,
+    submit: SimTime,
+    task: TaskRequest,
+    gpu_types: Vec<String>,
+    qos: Qos,
+) -> JobSpec {
+    JobSpec {
+        id: JobId(0),
+        name: row.str("name").to_string(),
+        submit,
+        tasks: 1,
+        task,
+        gpu_types,
+        tenant: TenantId(0),
+        priority: 0,
+        qos,
+        preemptible: qos == Qos::BestEffort,
+        kind: match qos {
+            Qos::LatencySensitive => JobKind::Inference,
+            _ => JobKind::Training,
+        },
+        estimate: None,
+    }
+}
+
+fn parse_pod(row: &table::Row<'_>) -> Result<Pod, TraceReadError> {
+    let task = parse_task(row)?;
     let qos = match row.str("qos").trim() {
         "LS" => Qos::LatencySensitive,
         "BE" => Qos::BestEffort,
@@ -132,25 +203,8 @@ fn parse_pod(row: &table::Row<'_>) -> Result<Pod, TraceReadError> {
     if deleted < scheduled {
         return Ok(Pod::Dropped(NEGATIVE_DURATION));
     }
-    let job = JobSpec {
-        id: JobId(0),
-        name: row.str("name").to_string(),
-        submit,
-        tasks: 1,
-        task,
-        gpu_types: row.names("gpu_spec")?,
-        tenant: TenantId(0),
-        priority: 0,
-        qos,
-        preemptible: qos == Qos::BestEffort,
-        kind: match qos {
-            Qos::LatencySensitive => JobKind::Inference,
-            _ => JobKind::Training,
-        },
-        estimate: None,
-    };
     Ok(Pod::Kept {
-        job,
+        job: pod_job(row, submit, task, row.names("gpu_spec")?, qos),
         duration: deleted.saturating_sub(scheduled),
         running,
         deleted,
@@ -248,10 +302,85 @@ mod tests {
         assert_eq!(multi, 6);
     }
 
+    const STATIC_FIXTURE: &str = "openb-static-format.csv";
+
+    #[test]
+    fn static_list_is_pods_without_times() {
+        let text = crate::trace::fixture_text(STATIC_FIXTURE);
+        let read = read_static(text.as_bytes(), "static").unwrap();
+        let (t, r) = (&read.trace, &read.report);
+        assert_eq!(
+            (r.format, r.rows, r.kept, r.dropped_total()),
+            (TraceFormat::OpenbStatic, 20, 20, 0)
+        );
+        assert!(!r.format.has_times());
+        // File order kept (every submit is the placeholder 0), durations 0.
+        assert_eq!(t.jobs()[0].name, "openb-pod-0000");
+        assert_eq!(t.jobs()[19].name, "openb-pod-0019");
+        assert!(t.jobs().iter().all(|j| j.submit == SimTime::ZERO));
+        assert!(t.true_durations().iter().all(|d| *d == SimTime::ZERO));
+        // Pod 0009: 8 cores, 64 GiB, a quarter of one GPU; pod 0011 CPU-only.
+        let p9 = &t.jobs()[9];
+        assert_eq!(
+            p9.task,
+            TaskRequest {
+                gpus: 1,
+                gpu_milli: 250,
+                cpu_milli: 8000,
+                mem_mib: 65_536
+            }
+        );
+        assert_eq!(
+            (p9.qos, p9.preemptible, p9.kind),
+            (Qos::LatencySensitive, false, JobKind::Inference)
+        );
+        assert_eq!(t.jobs()[11].task, TaskRequest::whole(0, 8000, 16_384));
+        // GPUs: 2+4+1+1+4+2+4+1+1+1+1+0+1+8+1+1+1+8+1+2 = 45, four of them fractional.
+        assert_eq!(t.jobs().iter().map(|j| j.gpus_total()).sum::<u64>(), 45);
+        assert_eq!(
+            t.jobs().iter().filter(|j| j.task.is_fractional()).count(),
+            4
+        );
+        assert_eq!(t.tenants(), ["default"]);
+    }
+
+    #[test]
+    fn static_errors_name_file_line_and_field() {
+        let read_static_rows = |rows: &str| {
+            read_static(
+                format!("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n{rows}").as_bytes(),
+                "s.csv",
+            )
+        };
+        let e = read_static_rows("p0,1,1,2,500\n").unwrap_err();
+        assert!(
+            e.to_string().starts_with("s.csv line 2, field gpu_milli"),
+            "{e}"
+        );
+        let e = read_static_rows("p0,1,1,1,1000\np1,1,x,1,1000\n").unwrap_err();
+        assert!(
+            e.to_string().starts_with("s.csv line 3, field memory_mib"),
+            "{e}"
+        );
+        let e = read_static("name,cpu_milli\n".as_bytes(), "s.csv").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("s.csv line 1: missing column memory_mib"),
+            "{e}"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn random_static_rows_never_panic(rows in prop::collection::vec(prop::collection::vec("[-0-9A-Za-z.|]{0,5}", 5), 0..6)) {
+            let text: String = rows.iter().map(|r| r.join(",") + "\n").collect();
+            let _ = read_static(format!("{}\n{text}", STATIC_COLUMNS.join(",")).as_bytes(), "r.csv");
+        }
+
         #[test]
         fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
             let _ = read(bytes.as_slice(), "r.csv");
+            let _ = read_static(bytes.as_slice(), "r.csv");
             let mut input = format!("{HEADER}\n").into_bytes();
             input.extend_from_slice(&bytes);
             let _ = read(input.as_slice(), "r.csv");

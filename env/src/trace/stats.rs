@@ -15,6 +15,9 @@
 //!   the trace's own clock (hour `(t / 3600) mod 24`, day `(t / 86400) mod 7`): relative-time
 //!   traces do not say which weekday their origin was, so day 0 is the origin's day.
 //! - GPUs per job: quantiles of the gang's total GPU capacity in GPUs (shares as fractions).
+//! - A static workload (read from a format without times, see
+//!   [`super::TraceFormat::has_times`]) has no submit range, durations, arrivals, GPU work or
+//!   offered load: those are left out (empty, or 0), not computed from placeholder times.
 
 use super::ReadReport;
 use crate::cluster::ClusterSpec;
@@ -62,6 +65,10 @@ pub struct TraceStats {
     pub gpu_hours: f64,
     /// Offered load on the given cluster.
     pub offered_load: Option<OfferedLoad>,
+    /// The trace has no arrival or duration times (a static workload): the time-based fields
+    /// are left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub static_workload: bool,
 }
 
 /// One bar of the GPU demand histogram.
@@ -93,6 +100,35 @@ pub struct OfferedLoad {
 impl TraceStats {
     /// Summarises `trace`, with its read report and its offered load on `cluster` when given.
     pub fn compute(
+        trace: &Trace,
+        report: Option<&ReadReport>,
+        cluster: Option<&ClusterSpec>,
+    ) -> TraceStats {
+        let stats = Self::compute_timed(trace, report, cluster);
+        match report {
+            Some(r) if !r.format.has_times() => stats.without_times(),
+            _ => stats,
+        }
+    }
+
+    /// The statistics of a static workload: the time-based fields emptied.
+    fn without_times(self) -> TraceStats {
+        TraceStats {
+            first_submit_s: None,
+            last_submit_s: None,
+            span_s: 0.0,
+            duration_s: None,
+            arrivals_per_hour: 0.0,
+            arrivals_by_hour_of_day: vec![0; 24],
+            arrivals_by_weekday: vec![0; 7],
+            gpu_hours: 0.0,
+            offered_load: None,
+            static_workload: true,
+            ..self
+        }
+    }
+
+    fn compute_timed(
         trace: &Trace,
         report: Option<&ReadReport>,
         cluster: Option<&ClusterSpec>,
@@ -163,6 +199,7 @@ impl TraceStats {
                 cluster_gpus: c.total_gpus(),
                 load: trace.offered_load(c),
             }),
+            static_workload: false,
         }
     }
 }
@@ -271,6 +308,13 @@ impl fmt::Display for TraceStats {
             )?;
         }
         writeln!(f)?;
+        if self.static_workload {
+            writeln!(
+                f,
+                "{:<14}none: a static workload (jobs arrive once and never leave)",
+                "times"
+            )?;
+        }
         writeln!(f, "{:<14}{:>8}  {:>6}", "GPUs per job", "jobs", "share")?;
         for bucket in &self.gpu_demand {
             let share = if self.jobs == 0 {
@@ -312,6 +356,9 @@ impl fmt::Display for TraceStats {
                 "{:<14}p50 {}, p90 {}, p99 {}, max {}, mean {:.2}",
                 "GPUs per job", q.p50, q.p90, q.p99, q.max, q.mean
             )?;
+        }
+        if self.static_workload {
+            return Ok(());
         }
         writeln!(
             f,
@@ -419,6 +466,36 @@ mod tests {
         );
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["gpu_demand"][1]["gpus"], "<1");
+    }
+
+    #[test]
+    fn a_static_workload_has_no_times() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../traces/fixtures/openb-static-format.csv");
+        let read = crate::trace::read_trace(&path, None).unwrap();
+        let cluster = crate::cluster::tests::uniform(2, 8, "V100", 64_000, 1 << 20);
+        let s = TraceStats::compute(&read.trace, Some(&read.report), Some(&cluster));
+        assert!(s.static_workload && s.duration_s.is_none() && s.first_submit_s.is_none());
+        assert!(s.offered_load.is_none() && s.arrivals_by_hour_of_day.iter().all(|n| *n == 0));
+        assert_eq!((s.jobs, s.gpu_demand[1].jobs), (20, 4));
+        let table = s.to_string();
+        assert!(
+            table.contains("times         none: a static workload"),
+            "{table}"
+        );
+        assert!(
+            !table.contains("arrivals") && !table.contains("GPU work"),
+            "{table}"
+        );
+        assert_eq!(serde_json::to_value(&s).unwrap()["static_workload"], true);
+        // A timed trace does not mention it.
+        let timed = TraceStats::compute(&read.trace, None, None);
+        assert!(
+            serde_json::to_value(&timed)
+                .unwrap()
+                .get("static_workload")
+                .is_none()
+        );
     }
 
     #[test]

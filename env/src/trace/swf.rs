@@ -229,10 +229,7 @@ pub fn read(
 ) -> Result<TraceRead, TraceReadError> {
     options
         .validate()
-        .map_err(|problem| TraceReadError::Options {
-            file: source.into(),
-            problem,
-        })?;
+        .map_err(TraceReadError::options(source))?;
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut report = ReadReport::new(TraceFormat::Swf);
     let mut tenants = Tenants::default();
