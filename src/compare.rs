@@ -498,7 +498,9 @@ fn unit_values(runs: &[Run], policies: usize, units: usize, metric: &Metric, p: 
 
 /// The comparison in one line: the policy with the lowest mean average JCT, how far below the
 /// runner-up it is (difference and ratio of the means), and the paired bootstrap interval of
-/// that difference over the units. `None` with fewer than two policies.
+/// that difference over the units. Policies that ran exactly as the winner on every unit (say
+/// `sjf` and `srtf` without runtime estimates) are named with it, and the runner-up is the
+/// best policy that did not. `None` with fewer than two policies.
 fn verdict(runs: &[Run], policies: &[String], units: usize, resamples: usize) -> Option<String> {
     let jct = &METRICS[0];
     debug_assert_eq!(jct.key, "avg_jct_s");
@@ -511,7 +513,29 @@ fn verdict(runs: &[Run], policies: &[String], units: usize, resamples: usize) ->
         .collect();
     let mut order: Vec<usize> = (0..policies.len()).collect();
     order.sort_by(|a, b| means[*a].total_cmp(&means[*b]));
-    let (&won, &next) = (order.first()?, order.get(1)?);
+    if order.len() < 2 {
+        return None;
+    }
+    let won = order[0];
+    let (twins, others): (Vec<usize>, Vec<usize>) =
+        order[1..].iter().partition(|p| values[**p] == values[won]);
+    let winner = if twins.is_empty() {
+        policies[won].clone()
+    } else {
+        let names: Vec<&str> = twins.iter().map(|p| policies[*p].as_str()).collect();
+        format!(
+            "{} (identical to {} on every unit)",
+            policies[won],
+            names.join(", ")
+        )
+    };
+    let Some(&next) = others.first() else {
+        return Some(format!(
+            "verdict: no winner: all {} policies ran identically on average JCT ({} s)",
+            policies.len(),
+            fmt_num(means[won])
+        ));
+    };
     // The runner-up as the baseline: the difference is winner - runner-up, wins the winner's.
     let d = paired(&values[next], &values[won], Better::Lower, resamples, 7);
     let pct = if means[next] > 0.0 {
@@ -530,9 +554,8 @@ fn verdict(runs: &[Run], policies: &[String], units: usize, resamples: usize) ->
         1.0
     };
     Some(format!(
-        "verdict: {} won: avg JCT {} s, {pct:.2}% below {} ({} s, ratio {ratio:.3}); paired \
-         difference {} s [95% CI {}, {}], better on {} and worse on {} of {} units{tail}",
-        policies[won],
+        "verdict: {winner} won: avg JCT {} s, {pct:.2}% below {} ({} s, ratio {ratio:.3}); \
+         paired difference {} s [95% CI {}, {}], better on {} and worse on {} of {} units{tail}",
         fmt_num(means[won]),
         policies[next],
         fmt_num(means[next]),

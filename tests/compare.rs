@@ -243,3 +243,47 @@ fn the_default_comparison_shows_the_model_against_the_heuristics_at_contention()
     let md = fs::read_to_string(out.join("report.md")).expect("report.md readable");
     assert!(md.contains(&format!("- {verdict}\n")), "{md}");
 }
+
+/// Policies that run identically (`sjf` and `srtf` on a trace without runtime estimates) share
+/// the verdict, and the runner-up is the best policy that differs; when none differs, the
+/// verdict says there is no winner.
+#[test]
+fn the_verdict_names_identical_policies_together() {
+    let verdict = |policies: &str| -> String {
+        let out = out_dir(&format!("compare_verdict_{}", policies.len()));
+        let run = lachesis(&[
+            "compare",
+            "--policies",
+            policies,
+            "--windows",
+            "2",
+            "--load",
+            "1.2",
+            "--resamples",
+            "200",
+            "--out",
+            out.to_str().expect("a UTF-8 temp path"),
+        ]);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+        let line = stdout.lines().find(|l| l.starts_with("verdict: "));
+        line.unwrap_or_else(|| panic!("no verdict in:\n{stdout}"))
+            .to_string()
+    };
+    let three = verdict("fifo/best-fit,sjf/best-fit,srtf/best-fit");
+    assert!(
+        three.starts_with(
+            "verdict: sjf/best-fit (identical to srtf/best-fit on every unit) won: avg JCT "
+        ),
+        "{three}"
+    );
+    assert!(three.contains("% below fifo/best-fit ("), "{three}");
+    assert_eq!(
+        verdict("sjf/best-fit,srtf/best-fit").split(" (").next(),
+        Some("verdict: no winner: all 2 policies ran identically on average JCT")
+    );
+}
