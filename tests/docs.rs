@@ -229,3 +229,158 @@ fn a_documented_flag_that_does_not_exist_is_caught() {
         );
     }
 }
+
+/// The first ` ```toml ` block after `heading` in `doc` (a path from the workspace root).
+fn toml_block(doc: &str, heading: &str) -> String {
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc))
+        .expect("a readable guide");
+    let after = &text[text
+        .find(heading)
+        .unwrap_or_else(|| panic!("{doc} has no `{heading}`"))..];
+    let start = after.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let len = after[start..].find("```").expect("a closed block");
+    after[start..start + len].to_string()
+}
+
+/// (table, field) for every field a TOML block names, commented out (`# key = ...`) or not.
+fn documented_fields(block: &str) -> Vec<(String, String)> {
+    let mut table = String::new();
+    let mut fields = Vec::new();
+    for line in block.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            let name = line.trim_start_matches('[');
+            table = name[..name.find(']').expect("a closed table header")].to_string();
+            continue;
+        }
+        let line = line.trim_start_matches('#').trim_start();
+        if let Some((key, _)) = line.split_once('=') {
+            let key = key.trim();
+            if !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                fields.push((table.clone(), key.to_string()));
+            }
+        }
+    }
+    fields
+}
+
+/// (table, field) for every field of a struct's `Debug` output (`Name { a: 1, b: Inner { c:
+/// 2 } }`): nested structs are tables, named by the dotted path of their fields.
+fn debug_fields(debug: &str) -> Vec<(String, String)> {
+    let mut fields = Vec::new();
+    let mut tables: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut last_key = String::new();
+    let mut chars = debug.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                // Skip a string literal (escapes included).
+                while let Some(s) = chars.next() {
+                    match s {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '{' => {
+                // The field whose value this struct is names a table, not a field.
+                if !last_key.is_empty() {
+                    fields.pop();
+                }
+                tables.push(std::mem::take(&mut last_key));
+            }
+            '}' => {
+                tables.pop();
+            }
+            ':' if chars.peek() == Some(&' ') && !word.is_empty() => {
+                let table = tables.iter().skip(1).cloned().collect::<Vec<_>>().join(".");
+                fields.push((table, word.clone()));
+                last_key = word.clone();
+            }
+            _ => {}
+        }
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            word.clear();
+        }
+    }
+    fields
+}
+
+/// (table, field) for every field of a serialized value: objects are tables, an array of
+/// objects (`[[data]]`) a table named after it.
+fn json_fields(table: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    let Some(object) = value.as_object() else {
+        return;
+    };
+    for (key, v) in object {
+        let nested = if table.is_empty() {
+            key.clone()
+        } else {
+            format!("{table}.{key}")
+        };
+        match v {
+            serde_json::Value::Object(_) => json_fields(&nested, v, out),
+            serde_json::Value::Array(items) if items.first().is_some_and(|i| i.is_object()) => {
+                json_fields(&nested, &items[0], out)
+            }
+            _ => out.push((table.to_string(), key.clone())),
+        }
+    }
+}
+
+/// Sorted, and no field listed twice.
+fn once(mut fields: Vec<(String, String)>, what: &str) -> Vec<(String, String)> {
+    fields.sort();
+    let before = fields.len();
+    fields.dedup();
+    assert_eq!(
+        before,
+        fields.len(),
+        "{what} lists a field twice: {fields:?}"
+    );
+    fields
+}
+
+#[test]
+fn the_service_guide_lists_every_config_field_once_with_its_default() {
+    let block = toml_block("docs/serve.md", "## Configuration reference");
+    let parsed: lachesis_serve::ServeConfig =
+        toml::from_str(&block).expect("the reference parses as serve.toml");
+    let defaults = format!("{:?}", lachesis_serve::ServeConfig::default());
+    assert_eq!(
+        format!("{parsed:?}"),
+        defaults,
+        "the values shown are the defaults"
+    );
+    assert_eq!(
+        once(documented_fields(&block), "docs/serve.md"),
+        once(debug_fields(&defaults), "ServeConfig"),
+        "docs/serve.md's reference and ServeConfig name different fields"
+    );
+}
+
+#[test]
+fn the_training_guide_lists_every_config_field_once_with_its_default() {
+    let block = toml_block("docs/training.md", "## Configuration reference");
+    let parsed = lachesis_agent::train::TrainConfig::parse(&block, &[])
+        .expect("the reference parses as a training config");
+    let defaults = lachesis_agent::train::TrainConfig::default();
+    assert_eq!(parsed, defaults, "the values shown are the defaults");
+    let mut fields = Vec::new();
+    json_fields(
+        "",
+        &serde_json::to_value(&defaults).expect("the config serializes"),
+        &mut fields,
+    );
+    assert_eq!(
+        once(documented_fields(&block), "docs/training.md"),
+        once(fields, "TrainConfig"),
+        "docs/training.md's reference and TrainConfig name different fields"
+    );
+}
