@@ -26,14 +26,16 @@ pub struct Args {
     pub trace: PathBuf,
     #[arg(long)]
     pub format: Option<String>,
-    /// Cluster: preset, shape, TOML file, or auto[:G:MODEL@LOAD] sized from the whole trace.
-    #[arg(long, default_value = "auto")]
+    /// Cluster: preset, shape, TOML file, or auto[:G:MODEL@LOAD] sized from the whole trace
+    /// (default: 3 nodes of 8 V100s, where the excerpt's windows queue and the policies differ).
+    #[arg(long, default_value = "3x8:V100")]
     pub cluster: String,
-    /// Policies, comma-separated.
+    /// Policies, comma-separated (default: the shipped model, the strongest heuristics, and
+    /// plain FIFO for scale).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fifo/best-fit,fifo/first-fit,fifo/fgd,fifo/best-fit/easy,sjf/best-fit,tiresias/best-fit/las-preempt,rl:models/default"
+        default_value = "rl:models/default,tiresias/best-fit/las-preempt,sjf/best-fit,f1/best-fit/easy,fifo/best-fit/easy,fifo/best-fit"
     )]
     pub policies: Vec<String>,
     /// The policy the others are compared against (default: the first).
@@ -50,13 +52,13 @@ pub struct Args {
     #[arg(long, requires = "split")]
     pub part: Option<String>,
     /// Random windows of the trace (0 = the whole trace once).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 12)]
     pub windows: usize,
     /// Jobs per window.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 150)]
     pub window_jobs: usize,
     /// Offered loads to scale each window to, comma-separated ("none" keeps the trace's own).
-    #[arg(long, value_delimiter = ',', default_value = "0.7,0.9")]
+    #[arg(long, value_delimiter = ',', default_value = "0.8,1.0,1.2")]
     pub load: Vec<String>,
     /// Periodic decision tick, e.g. 5m (default: 10m when a policy uses las-preempt, a learned
     /// policy's training tick for `rl:PATH`, else none).
@@ -348,6 +350,7 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     let reports = metric_reports(&runs, &args.policies, base_idx, units.len(), args.resamples);
+    let verdict = verdict(&runs, &args.policies, units.len(), args.resamples);
     let wall_s = started.elapsed().as_secs_f64();
     let setup = Setup {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -369,6 +372,7 @@ pub fn run(args: &Args) -> Result<()> {
         runs: runs.len(),
         threads,
         wall_s,
+        verdict,
     };
     crate::report::write(
         &args.out,
@@ -378,6 +382,9 @@ pub fn run(args: &Args) -> Result<()> {
         &reports_view(&reports),
     )?;
     out!("{}", terminal_table(&setup, &reports));
+    if let Some(v) = &setup.verdict {
+        outln!("\n{v}");
+    }
     outln!("report: {}", args.out.join("report.md").display());
     Ok(())
 }
@@ -457,12 +464,7 @@ fn metric_reports(
     resamples: usize,
 ) -> Vec<MetricReport> {
     let n = policies.len();
-    // runs are ordered unit-major, policy-minor.
-    let value = |m: &Metric, p: usize| -> Vec<f64> {
-        (0..units)
-            .map(|u| (m.get)(&runs[u * n + p].summary))
-            .collect()
-    };
+    let value = |m: &Metric, p: usize| unit_values(runs, n, units, m, p);
     METRICS
         .iter()
         .map(|m| {
@@ -486,6 +488,86 @@ fn metric_reports(
         .collect()
 }
 
+/// One policy's value of `metric` on every unit, in unit order (runs are ordered unit-major,
+/// policy-minor).
+fn unit_values(runs: &[Run], policies: usize, units: usize, metric: &Metric, p: usize) -> Vec<f64> {
+    (0..units)
+        .map(|u| (metric.get)(&runs[u * policies + p].summary))
+        .collect()
+}
+
+/// The comparison in one line: the policy with the lowest mean average JCT, how far below the
+/// runner-up it is (difference and ratio of the means), and the paired bootstrap interval of
+/// that difference over the units. Policies that ran exactly as the winner on every unit (say
+/// `sjf` and `srtf` without runtime estimates) are named with it, and the runner-up is the
+/// best policy that did not. `None` with fewer than two policies.
+fn verdict(runs: &[Run], policies: &[String], units: usize, resamples: usize) -> Option<String> {
+    let jct = &METRICS[0];
+    debug_assert_eq!(jct.key, "avg_jct_s");
+    let values: Vec<Vec<f64>> = (0..policies.len())
+        .map(|p| unit_values(runs, policies.len(), units, jct, p))
+        .collect();
+    let means: Vec<f64> = values
+        .iter()
+        .map(|v| lachesis_env::metrics::mean(v))
+        .collect();
+    let mut order: Vec<usize> = (0..policies.len()).collect();
+    order.sort_by(|a, b| means[*a].total_cmp(&means[*b]));
+    if order.len() < 2 {
+        return None;
+    }
+    let won = order[0];
+    let (twins, others): (Vec<usize>, Vec<usize>) =
+        order[1..].iter().partition(|p| values[**p] == values[won]);
+    let winner = if twins.is_empty() {
+        policies[won].clone()
+    } else {
+        let names: Vec<&str> = twins.iter().map(|p| policies[*p].as_str()).collect();
+        format!(
+            "{} (identical to {} on every unit)",
+            policies[won],
+            names.join(", ")
+        )
+    };
+    let Some(&next) = others.first() else {
+        return Some(format!(
+            "verdict: no winner: all {} policies ran identically on average JCT ({} s)",
+            policies.len(),
+            fmt_num(means[won])
+        ));
+    };
+    // The runner-up as the baseline: the difference is winner - runner-up, wins the winner's.
+    let d = paired(&values[next], &values[won], Better::Lower, resamples, 7);
+    let pct = if means[next] > 0.0 {
+        100.0 * (means[next] - means[won]) / means[next]
+    } else {
+        0.0
+    };
+    let tail = if d.significant() {
+        String::new()
+    } else {
+        "; the interval includes 0: no clear winner".into()
+    };
+    let ratio = if means[next] > 0.0 {
+        means[won] / means[next]
+    } else {
+        1.0
+    };
+    Some(format!(
+        "verdict: {winner} won: avg JCT {} s, {pct:.2}% below {} ({} s, ratio {ratio:.3}); \
+         paired difference {} s [95% CI {}, {}], better on {} and worse on {} of {} units{tail}",
+        fmt_num(means[won]),
+        policies[next],
+        fmt_num(means[next]),
+        fmt_num(d.mean_diff),
+        fmt_num(d.ci_low),
+        fmt_num(d.ci_high),
+        d.wins,
+        d.losses,
+        d.units,
+    ))
+}
+
 /// The run's setup, for the report's header.
 #[derive(Debug, Serialize)]
 pub struct Setup {
@@ -504,6 +586,9 @@ pub struct Setup {
     pub runs: usize,
     pub threads: usize,
     pub wall_s: f64,
+    /// The one-line verdict (`verdict`), printed last and at the top of the report.
+    #[serde(skip)]
+    pub verdict: Option<String>,
 }
 
 /// Views handed to the report writer (kept apart so it does not depend on this module's

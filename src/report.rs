@@ -99,6 +99,10 @@ fn runs_csv(runs: &[RunView<'_>]) -> String {
 }
 
 fn header(setup: &Setup) -> String {
+    let verdict = setup
+        .verdict
+        .as_ref()
+        .map_or(String::new(), |v| format!("- {v}\n"));
     let loads: Vec<String> = setup
         .loads
         .iter()
@@ -107,7 +111,8 @@ fn header(setup: &Setup) -> String {
     format!(
         "- trace: `{}` ({} jobs)\n- cluster: `{}`: {}\n- policies: {}; baseline `{}`\n\
          - units: {} windows of {} jobs x offered loads {} x {} seeds = {} units, {} runs \
-         (every policy on every unit)\n- wall time: {:.2} s on {} threads\n- command: `{}`\n",
+         (every policy on every unit)\n- wall time: {:.2} s on {} threads\n- command: `{}`\n\
+         {verdict}",
         setup.trace,
         setup.trace_jobs,
         setup.cluster,

@@ -156,3 +156,134 @@ fn threads_do_not_change_the_comparison() {
     let two = compare(&out_dir("compare_threads_2"), "2");
     assert_eq!(one, two);
 }
+
+/// The README's main command, `lachesis compare` with no arguments, exactly as a newcomer runs
+/// it (only the output folder moved): the shipped model against the strongest heuristics on
+/// the bundled excerpt at contention. The policies must really differ there (plain FIFO
+/// clearly behind the winner), and the closing line names the winner, its lead over the
+/// runner-up and the paired interval of that lead.
+#[test]
+fn the_default_comparison_shows_the_model_against_the_heuristics_at_contention() {
+    let out = out_dir("compare_defaults");
+    let run = lachesis(&["compare", "--out", out.to_str().expect("a UTF-8 temp path")]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "lachesis compare failed ({}):\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.starts_with("traces/itp/cluster10.csv on 3x8:V100 (3 nodes, 24 GPUs"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("6 policies x 36 units (12 windows of 150 jobs x loads 0.8,1,1.2"),
+        "{stdout}"
+    );
+    let json: Value = serde_json::from_str(
+        &fs::read_to_string(out.join("comparison.json")).expect("comparison.json written"),
+    )
+    .expect("comparison.json is JSON");
+    let policies: Vec<&str> = json["setup"]["policies"]
+        .as_array()
+        .expect("policies")
+        .iter()
+        .map(|p| p.as_str().expect("a policy name"))
+        .collect();
+    assert_eq!(
+        policies,
+        [
+            "rl:models/default",
+            "tiresias/best-fit/las-preempt",
+            "sjf/best-fit",
+            "f1/best-fit/easy",
+            "fifo/best-fit/easy",
+            "fifo/best-fit"
+        ]
+    );
+    assert_eq!(json["setup"]["baseline"], "rl:models/default");
+
+    // At contention the policies differ: plain FIFO's average JCT is above the best one's by
+    // more than a tenth, and above the model's with an interval clear of zero.
+    let jct = json["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["key"] == "avg_jct_s")
+        .expect("an avg_jct_s metric");
+    let rows = jct["policies"].as_array().expect("per-policy rows");
+    let means: Vec<f64> = rows
+        .iter()
+        .map(|p| p["mean"].as_f64().expect("a mean"))
+        .collect();
+    let best = means.iter().copied().fold(f64::INFINITY, f64::min);
+    let fifo = means[5];
+    assert!(fifo > 1.1 * best, "FIFO {fifo} s against the best {best} s");
+    let fifo_vs_model = &rows[5]["vs_baseline"];
+    assert!(
+        fifo_vs_model["ci_low"].as_f64().expect("an interval") > 0.0,
+        "{fifo_vs_model}"
+    );
+
+    // The verdict: the last line before the report's path, naming the policy with the lowest
+    // mean and the runner-up, with the paired interval.
+    let lines: Vec<&str> = stdout.lines().collect();
+    let verdict = lines[lines.len() - 2];
+    let mut order: Vec<usize> = (0..means.len()).collect();
+    order.sort_by(|a, b| means[*a].total_cmp(&means[*b]));
+    let (won, next) = (policies[order[0]], policies[order[1]]);
+    assert!(
+        verdict.starts_with(&format!("verdict: {won} won: avg JCT ")),
+        "{verdict}"
+    );
+    assert!(verdict.contains(&format!("% below {next} (")), "{verdict}");
+    assert!(verdict.contains("[95% CI "), "{verdict}");
+    assert!(verdict.contains(" of 36 units"), "{verdict}");
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md readable");
+    assert!(md.contains(&format!("- {verdict}\n")), "{md}");
+}
+
+/// Policies that run identically (`sjf` and `srtf` on a trace without runtime estimates) share
+/// the verdict, and the runner-up is the best policy that differs; when none differs, the
+/// verdict says there is no winner.
+#[test]
+fn the_verdict_names_identical_policies_together() {
+    let verdict = |policies: &str| -> String {
+        let out = out_dir(&format!("compare_verdict_{}", policies.len()));
+        let run = lachesis(&[
+            "compare",
+            "--policies",
+            policies,
+            "--windows",
+            "2",
+            "--load",
+            "1.2",
+            "--resamples",
+            "200",
+            "--out",
+            out.to_str().expect("a UTF-8 temp path"),
+        ]);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+        let line = stdout.lines().find(|l| l.starts_with("verdict: "));
+        line.unwrap_or_else(|| panic!("no verdict in:\n{stdout}"))
+            .to_string()
+    };
+    let three = verdict("fifo/best-fit,sjf/best-fit,srtf/best-fit");
+    assert!(
+        three.starts_with(
+            "verdict: sjf/best-fit (identical to srtf/best-fit on every unit) won: avg JCT "
+        ),
+        "{three}"
+    );
+    assert!(three.contains("% below fifo/best-fit ("), "{three}");
+    assert_eq!(
+        verdict("sjf/best-fit,srtf/best-fit").split(" (").next(),
+        Some("verdict: no winner: all 2 policies ran identically on average JCT")
+    );
+}

@@ -21,7 +21,7 @@ pub struct ServeConfig {
     /// of a model pass, best first, each placed again by its proposer on what the earlier
     /// ones left; a few passes for a long queue) or `stepwise` (one placement per pass, the
     /// steps of training; 3-4x slower on 1,000 nodes, up to 2% lower average JCT over
-    /// 30-day replays). See `lachesis_agent::Deciding` and docs/serve.md for the figures.
+    /// 30-day replays). See `lachesis_agent::Deciding` and docs/perf/serve.md for the figures.
     pub deciding: lachesis_agent::Deciding,
     /// How long the model may take for one decision, ms; then the chain answers.
     pub deadline_ms: f64,
@@ -34,7 +34,7 @@ pub struct ServeConfig {
     /// thread. More threads than that add no throughput on CPU-bound work, and each thread
     /// brings its own allocator arena: with tokio's default (up to 512) a 10-minute soak of
     /// 8 clients held 12 such threads and the service's RSS crept from 87 to 108 MiB; with
-    /// 4 it stayed between 58 and 64 MiB (docs/serve.md has the runs).
+    /// 4 it stayed between 58 and 64 MiB (docs/perf/serve.md has the runs).
     pub blocking_threads: usize,
     /// The model's validation bar: served only if its validation average JCT relative to its
     /// best baseline (manifest's validation table) is at most this; else cold start.
