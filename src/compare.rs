@@ -66,7 +66,7 @@ pub struct Args {
     #[arg(long)]
     pub policy_config: Option<PathBuf>,
     /// Where the report goes.
-    #[arg(long, default_value = "out/compare")]
+    #[arg(short = 'o', long, default_value = "out/compare")]
     pub out: PathBuf,
     /// Worker threads (default: all cores).
     #[arg(long)]

@@ -150,3 +150,49 @@ fn list_policies() {
         outln!("  {:<10} {:<15} {}", info.part, info.name, info.summary);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// Every subcommand's `--out` takes `-o` and its `--quiet` `-q`, as in other tools.
+    #[test]
+    fn output_flags_take_their_conventional_short_forms() {
+        fn walk(cmd: &clap::Command, path: &str, seen: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let want = match arg.get_long() {
+                    Some("out") => 'o',
+                    Some("quiet") => 'q',
+                    _ => continue,
+                };
+                assert_eq!(arg.get_short(), Some(want), "{path} --{:?}", arg.get_long());
+                seen.push(format!("{path} -{want}"));
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut seen = Vec::new();
+        walk(&Cli::command(), "lachesis", &mut seen);
+        assert!(
+            seen.contains(&"lachesis simulate -o".to_string()),
+            "{seen:?}"
+        );
+        assert!(seen.contains(&"lachesis train -q".to_string()), "{seen:?}");
+        assert!(seen.len() >= 10, "{seen:?}");
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "lachesis",
+            "simulate",
+            "--trace",
+            "t.csv",
+            "--cluster",
+            "4x8:A100",
+            "-o",
+            "x",
+            "-q",
+        ]);
+        assert!(cli.is_ok(), "{cli:?}");
+    }
+}

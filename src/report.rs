@@ -190,12 +190,31 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
             .replace('<', "&lt;")
             .replace('>', "&gt;")
     };
-    let mut s = String::from(
-        "<!doctype html><meta charset=\"utf-8\"><title>Lachesis policy comparison</title>\
-         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
-         td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}\
-         .ci{color:#666;font-size:85%}</style><h1>Policy comparison</h1><ul>",
+    // The dashboard's look (`lachesis serve`'s `/ui`), its stylesheet inlined: the page is
+    // one file that opens anywhere.
+    let mut s = format!(
+        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\">\
+         <title>Lachesis policy comparison</title><link rel=\"icon\" href=\"data:,\">\
+         <style>{}\ntd.num{{white-space:nowrap}}.ci{{color:var(--muted);font-size:85%}}\
+         .plots{{display:flex;flex-wrap:wrap;gap:1em}}.plots>div{{background:var(--panel);\
+         border:1px solid var(--line);border-radius:6px;padding:.5em}}</style>\
+         <header><h1>Lachesis</h1><nav><a class=\"active\">Policy comparison</a></nav></header>\
+         <main><div class=\"cards\">",
+        lachesis_serve::ui::STYLE_CSS
     );
+    for (value, key) in [
+        (setup.policies.len().to_string(), "policies"),
+        (setup.units.to_string(), "units"),
+        (setup.runs.to_string(), "runs"),
+        (setup.baseline.clone(), "baseline"),
+    ] {
+        let _ = write!(
+            s,
+            "<div class=\"card\"><div class=\"v\">{}</div><div class=\"k\">{key}</div></div>",
+            esc(&value)
+        );
+    }
+    s.push_str("</div><ul>");
     for line in header(setup).lines() {
         let _ = write!(s, "<li>{}</li>", esc(line.trim_start_matches("- ")));
     }
@@ -209,7 +228,7 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
         for (i, _) in setup.policies.iter().enumerate() {
             let _ = write!(
                 s,
-                "<td>{}<br><span class=\"ci\">{}</span></td>",
+                "<td class=\"num\">{}<br><span class=\"ci\">{}</span></td>",
                 fmt_num(m.means[i]),
                 esc(&fmt_paired(&m.paired[i]))
             );
@@ -217,10 +236,15 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
         s.push_str("</tr>");
     }
     s.push_str("</table>");
-    let _ = write!(s, "<p>{}</p>", esc(HEADROOM.trim()));
+    let _ = write!(
+        s,
+        "<p class=\"note\">{}</p><h2>Plots</h2><div class=\"plots\">",
+        esc(HEADROOM.trim())
+    );
     for (_, svg) in plots {
         let _ = write!(s, "<div>{svg}</div>");
     }
+    s.push_str("</div></main></html>");
     s
 }
 

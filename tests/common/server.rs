@@ -15,10 +15,16 @@ pub struct Server(pub Child);
 impl Server {
     /// `lachesis serve --config CONFIG`, and the line it prints once it listens.
     pub fn start(config: &Path) -> (Server, String) {
+        Server::start_with(config, &[], Stdio::null())
+    }
+
+    /// `lachesis serve --config CONFIG ARGS...` with its log (stderr) going to `log`.
+    pub fn start_with(config: &Path, args: &[&str], log: Stdio) -> (Server, String) {
         let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
             .args(["serve", "--config", config.to_str().unwrap()])
+            .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
         let mut server = Server(child);
