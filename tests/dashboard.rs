@@ -101,15 +101,18 @@ fn the_dashboard_shows_a_session_live_in_a_real_browser() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let token_file = out.join("token");
     std::fs::write(&token_file, TOKEN).unwrap();
     let config = out.join("serve.toml");
     std::fs::write(
         &config,
         format!(
-            "model = \"\"\nbaseline = \"fifo/best-fit\"\nrouting = {{ mode = \"baseline\" }}\n\
+            "model = {:?}\nbaseline = \"fifo/best-fit\"\ndeadline_ms = 60000.0\n\
+             routing = {{ mode = \"shadow\" }}\n\
              [grpc]\naddr = \"127.0.0.1:0\"\n[http]\naddr = \"127.0.0.1:0\"\n\
              [auth]\ntoken_file = {:?}\n",
+            root.join("models/default").display().to_string(),
             token_file.display().to_string()
         ),
     )
@@ -193,6 +196,19 @@ fn the_dashboard_shows_a_session_live_in_a_real_browser() {
         WAIT,
         "the delta's decision in the stream",
     );
+    // Shadow mode: the model's answers count as their own arm, compared with the baseline's.
+    browser.wait_for(
+        "return [...document.querySelectorAll('#arms tbody tr')].some(r => r.textContent.startsWith('shadow-model'))",
+        WAIT,
+        "the shadow model's arm",
+    );
+    // The model's training card, linked from the model view, opens with the cookie.
+    let card = browser.script(
+        "const a = document.querySelector('#model a'); if (!a) return 'no link'; \
+         const r = new XMLHttpRequest(); r.open('GET', a.href, false); r.send(); \
+         return r.status + ' ' + r.responseText.slice(0, 200)",
+    );
+    assert!(card.as_str().unwrap().starts_with("200 "), "{card}");
     // The tenant filter.
     browser.script(
         "const t = document.getElementById('tenant'); t.value = 'audio'; \

@@ -26,7 +26,13 @@ function hash(s) {
   for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
   return h >>> 0;
 }
-const colour = (key) => PALETTE[hash(key) % PALETTE.length];
+// Tenants get distinct colours in name order (a hash would give two of a handful the same);
+// jobs, too many to tell apart anyway, a hash.
+let tenantColours = new Map();
+function setTenants(names) {
+  tenantColours = new Map([...new Set(names)].sort().map((t, i) => [t, PALETTE[i % PALETTE.length]]));
+}
+const colour = (key) => tenantColours.get(key) || PALETTE[hash(key) % PALETTE.length];
 const pct = (x) => (100 * x).toFixed(1) + " %";
 function duration(ms) {
   const s = Math.round(ms / 1000);
@@ -215,6 +221,7 @@ function renderModel(s) {
 
 function render(s) {
   last = s;
+  setTenants(s.cluster ? s.cluster.tenants.concat(s.cluster.queue.map((q) => q.tenant)) : []);
   renderSources(s);
   renderCluster(s);
   renderQueue(s);
