@@ -15,7 +15,7 @@ use common::server::{Server, http_get, listen_addrs};
 use common::webdriver::{Browser, browser};
 use lachesis_serve::proto;
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const TOKEN: &str = "dashboard-test-token";
@@ -74,18 +74,9 @@ fn decide(grpc: &str, request: Value) -> proto::DecideResponse {
     })
 }
 
-/// `GET path` with a bearer token: the status code.
-fn get_with_token(addr: &str, path: &str, token: &str) -> u16 {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text[9..12].parse().unwrap()
+/// `GET path` with a bearer token: the status code and the body.
+fn get_with_token(addr: &str, path: &str, token: &str) -> (u16, String) {
+    common::server::http_get_as(addr, path, Some(token))
 }
 
 /// A JS expression, quoted.
@@ -93,15 +84,12 @@ fn js(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
-#[test]
-fn the_dashboard_shows_a_session_live_in_a_real_browser() {
-    let Some((driver, chromium)) = browser() else {
-        return;
-    };
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).unwrap();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+/// A service in shadow mode with the shipped model and a token, its files in `out`; its gRPC
+/// and HTTP addresses.
+fn start_service(out: &Path) -> (Server, String, String) {
+    let _ = std::fs::remove_dir_all(out);
+    std::fs::create_dir_all(out).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let token_file = out.join("token");
     std::fs::write(&token_file, TOKEN).unwrap();
     let config = out.join("serve.toml");
@@ -117,16 +105,92 @@ fn the_dashboard_shows_a_session_live_in_a_real_browser() {
         ),
     )
     .unwrap();
-    let (mut server, line) = Server::start(&config);
+    let (server, line) = Server::start(&config);
     let (grpc, http) = listen_addrs(&line);
-    let http = http.unwrap();
+    (server, grpc, http.unwrap())
+}
 
+/// Without a browser: the token guards every route, and the state a page reads holds the
+/// session's nodes and queue with the service's reasons.
+#[test]
+fn the_dashboard_state_is_the_sessions_and_asks_for_the_token() {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-http");
+    let (server, grpc, http) = start_service(&out);
     // The token guards every dashboard route (the gRPC calls need none here).
-    assert_eq!(http_get(&http, "/ui").0, 401);
-    assert_eq!(http_get(&http, "/ui/state").0, 401);
-    assert_eq!(get_with_token(&http, "/ui/state", "wrong"), 401);
-    assert_eq!(get_with_token(&http, "/ui/state", TOKEN), 200);
+    for route in [
+        "/ui",
+        "/ui/app.js",
+        "/ui/style.css",
+        "/ui/state",
+        "/ui/events",
+        "/ui/model/card",
+    ] {
+        assert_eq!(http_get(&http, route).0, 401, "{route}");
+    }
+    assert_eq!(get_with_token(&http, "/ui/state", "wrong").0, 401);
+    let (code, body) = get_with_token(&http, "/ui/state", TOKEN);
+    assert_eq!(code, 200);
+    let state: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        state["cluster"],
+        Value::Null,
+        "no cluster before any request"
+    );
 
+    let first = decide(
+        &grpc,
+        json!({"session": "cycle", "request_id": "open", "snapshot": opening()}),
+    );
+    let (code, body) = get_with_token(&http, "/ui/state?source=cycle", TOKEN);
+    assert_eq!(code, 200);
+    let state: Value = serde_json::from_str(&body).unwrap();
+    let nodes: usize = state["cluster"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["nodes"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(nodes, 6);
+    let queue: Vec<(String, String)> = state["cluster"]["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["job"].as_str().unwrap().into(),
+                q["kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let answered: Vec<(String, String)> = first
+        .pending
+        .iter()
+        .map(|p| (p.job.clone(), p.kind.clone()))
+        .collect();
+    assert_eq!(queue, answered);
+    assert_eq!(state["sources"][0]["id"], "cycle");
+    assert_eq!(state["decisions"][0]["request_id"], "open");
+    assert_eq!(state["model"]["status"], "serving");
+    assert_eq!(state["card"], "/ui/model/card");
+    assert_eq!(get_with_token(&http, "/ui/model/card", TOKEN).0, 200);
+
+    // A request without a session: its cluster is shown as the last request's.
+    decide(&grpc, json!({"request_id": "plain", "snapshot": opening()}));
+    let (_, body) = get_with_token(&http, "/ui/state?source=", TOKEN);
+    let state: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(state["cluster"]["source"], "");
+    assert_eq!(state["sources"][0]["id"], "", "{}", state["sources"]);
+    assert_eq!(state["decisions"][0]["request_id"], "plain");
+    drop(server);
+}
+
+#[test]
+fn the_dashboard_shows_a_session_live_in_a_real_browser() {
+    let Some((driver, chromium)) = browser() else {
+        return;
+    };
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
+    let (mut server, grpc, http) = start_service(&out);
     let first = decide(
         &grpc,
         json!({"session": "cycle", "request_id": "open", "snapshot": opening()}),

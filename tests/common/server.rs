@@ -72,8 +72,14 @@ impl Drop for Server {
 
 /// `GET path` over HTTP/1.0: the status code and the body.
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    http_get_as(addr, path, None)
+}
+
+/// `http_get`, presenting `token` as a bearer token when given.
+pub fn http_get_as(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     let code = text[9..12].parse().unwrap();
