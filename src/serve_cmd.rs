@@ -17,7 +17,8 @@ pub struct ServeArgs {
     /// gRPC listen address, overriding `grpc.addr`.
     #[arg(long)]
     grpc: Option<String>,
-    /// HTTP listen address (metrics, health), overriding `http.addr`; "" for none.
+    /// HTTP listen address (metrics, health, the `/ui` dashboard), overriding `http.addr`;
+    /// "" for none.
     #[arg(long)]
     http: Option<String>,
     #[command(flatten)]

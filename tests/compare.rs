@@ -100,6 +100,10 @@ fn comparison_matches_the_golden_file() {
         assert!(out.join(name).is_file(), "compare wrote no {name}");
     }
     let html = fs::read_to_string(out.join("report.html")).expect("report.html readable");
+    assert!(
+        html.contains(lachesis_serve::ui::STYLE_CSS),
+        "report.html has the dashboard's look (its stylesheet, inlined)"
+    );
     for name in SVGS {
         let svg = fs::read_to_string(out.join(name)).expect("SVG readable");
         assert!(svg.contains("<svg"), "{name} is not an SVG");
