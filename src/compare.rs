@@ -12,7 +12,7 @@ use lachesis_env::policy::PolicyConfig;
 use lachesis_env::sim::{SimConfig, Simulator, scale_to_load};
 use lachesis_env::trace::split::random_windows;
 use lachesis_env::units::{SimTime, parse_duration};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -486,8 +486,8 @@ fn metric_reports(
         .collect()
 }
 
-/// The run's setup, for the report's header.
-#[derive(Debug, Serialize)]
+/// The run's setup, for the report's header (read back by `lachesis report`).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Setup {
     pub command: String,
     pub trace: String,

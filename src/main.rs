@@ -64,6 +64,8 @@ enum Command {
     Simulate(simulate::Args),
     /// Compare policies on identical windows, loads and seeds: tables, report, plots.
     Compare(compare::Args),
+    /// Write the HTML page of a compare output directory (the dashboard's look) again.
+    Report(report::Args),
     /// Train a learned policy (behaviour cloning, then PPO) into a model directory.
     Train(train_cmd::Args),
     /// Work with traces.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(&args),
         Command::Compare(args) => compare::run(&args),
+        Command::Report(args) => report::run(&args),
         Command::Train(args) => train_cmd::run(&args),
         Command::Trace { command } => trace_cmd::run(&command),
         Command::Policies => {
