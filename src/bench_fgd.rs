@@ -46,7 +46,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "0.9,1.0,1.1,1.2,1.3")]
     at: Vec<f64>,
     /// Folder for `fgd.csv` (one row per policy, seed and point).
-    #[arg(long)]
+    #[arg(short = 'o', long)]
     out: Option<PathBuf>,
 }
 

@@ -12,7 +12,7 @@ use lachesis_env::policy::PolicyConfig;
 use lachesis_env::sim::{SimConfig, Simulator, scale_to_load};
 use lachesis_env::trace::split::random_windows;
 use lachesis_env::units::{SimTime, parse_duration};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,7 +68,7 @@ pub struct Args {
     #[arg(long)]
     pub policy_config: Option<PathBuf>,
     /// Where the report goes.
-    #[arg(long, default_value = "out/compare")]
+    #[arg(short = 'o', long, default_value = "out/compare")]
     pub out: PathBuf,
     /// Worker threads (default: all cores).
     #[arg(long)]
@@ -568,8 +568,8 @@ fn verdict(runs: &[Run], policies: &[String], units: usize, resamples: usize) ->
     ))
 }
 
-/// The run's setup, for the report's header.
-#[derive(Debug, Serialize)]
+/// The run's setup, for the report's header (read back by `lachesis report`).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Setup {
     pub command: String,
     pub trace: String,

@@ -64,6 +64,8 @@ enum Command {
     Simulate(simulate::Args),
     /// Compare policies on identical windows, loads and seeds: tables, report, plots.
     Compare(compare::Args),
+    /// Write the HTML page of a compare output directory (the dashboard's look) again.
+    Report(report::Args),
     /// Train a learned policy (behaviour cloning, then PPO) into a model directory.
     Train(train_cmd::Args),
     /// Work with traces.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(&args),
         Command::Compare(args) => compare::run(&args),
+        Command::Report(args) => report::run(&args),
         Command::Train(args) => train_cmd::run(&args),
         Command::Trace { command } => trace_cmd::run(&command),
         Command::Policies => {
@@ -148,5 +151,51 @@ fn list_policies() {
     outln!("Policies are named ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit.\n");
     for info in lachesis_env::policy::policy_catalog() {
         outln!("  {:<10} {:<15} {}", info.part, info.name, info.summary);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// Every subcommand's `--out` takes `-o` and its `--quiet` `-q`, as in other tools.
+    #[test]
+    fn output_flags_take_their_conventional_short_forms() {
+        fn walk(cmd: &clap::Command, path: &str, seen: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let want = match arg.get_long() {
+                    Some("out") => 'o',
+                    Some("quiet") => 'q',
+                    _ => continue,
+                };
+                assert_eq!(arg.get_short(), Some(want), "{path} --{:?}", arg.get_long());
+                seen.push(format!("{path} -{want}"));
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut seen = Vec::new();
+        walk(&Cli::command(), "lachesis", &mut seen);
+        assert!(
+            seen.contains(&"lachesis simulate -o".to_string()),
+            "{seen:?}"
+        );
+        assert!(seen.contains(&"lachesis train -q".to_string()), "{seen:?}");
+        assert!(seen.len() >= 10, "{seen:?}");
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "lachesis",
+            "simulate",
+            "--trace",
+            "t.csv",
+            "--cluster",
+            "4x8:A100",
+            "-o",
+            "x",
+            "-q",
+        ]);
+        assert!(cli.is_ok(), "{cli:?}");
     }
 }

@@ -11,7 +11,7 @@ pub struct Args {
     /// The decision log (`decision_log.path` of serve.toml); its rotated files are read too.
     log: PathBuf,
     /// Where the rebuilt trace, cluster and comparison go.
-    #[arg(long, default_value = "out/replay")]
+    #[arg(short = 'o', long, default_value = "out/replay")]
     out: PathBuf,
     /// Policies to compare (default: the heuristics that answered in the log, then
     /// `rl-batched:MODEL`, the model arm as the service decides by default; name

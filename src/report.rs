@@ -1,5 +1,7 @@
 //! The compare report: `report.md`, `report.html` with SVG plots (plotters' SVG backend, no
-//! system libraries), `runs.csv` (one row per run) and `comparison.json`.
+//! system libraries), `runs.csv` (one row per run) and `comparison.json`; and `lachesis
+//! report DIR`, which writes the HTML page of a compare directory again from its
+//! `comparison.json` and plots.
 
 use crate::compare::{MetricView, RunView, Setup, fmt_num, fmt_paired};
 use anyhow::{Context, Result};
@@ -19,6 +21,97 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(227, 119, 194),
     RGBColor(127, 127, 127),
 ];
+
+/// The plots' files, in the order the pages show them.
+const PLOTS: [&str; 6] = [
+    "jct_cdf.svg",
+    "wait_cdf.svg",
+    "tenant_share.svg",
+    "load_sweep.svg",
+    "alloc_timeline.svg",
+    "queue_timeline.svg",
+];
+
+/// `lachesis report DIR`: the page of a compare directory.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A `lachesis compare --out` directory (its comparison.json and plots are read).
+    dir: std::path::PathBuf,
+    /// The page to write (default: DIR/report.html).
+    #[arg(short = 'o', long)]
+    out: Option<std::path::PathBuf>,
+}
+
+/// `comparison.json` as `write` leaves it.
+#[derive(serde::Deserialize)]
+struct Saved {
+    setup: Setup,
+    metrics: Vec<SavedMetric>,
+}
+
+#[derive(serde::Deserialize)]
+struct SavedMetric {
+    key: String,
+    label: String,
+    better: lachesis_env::metrics::paired::Better,
+    policies: Vec<SavedPolicy>,
+}
+
+#[derive(serde::Deserialize)]
+struct SavedPolicy {
+    mean: f64,
+    vs_baseline: Option<lachesis_env::metrics::paired::Paired>,
+}
+
+/// Writes the HTML page of the compare directory `args.dir` (in the dashboard's look) from
+/// its `comparison.json` and plots: the same page `compare` wrote, for a directory written
+/// before the look changed or copied without it.
+pub fn run(args: &Args) -> Result<()> {
+    let path = args.dir.join("comparison.json");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let saved: Saved = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a compare's comparison.json", path.display()))?;
+    let means: Vec<Vec<f64>> = saved
+        .metrics
+        .iter()
+        .map(|m| m.policies.iter().map(|p| p.mean).collect())
+        .collect();
+    let paired: Vec<Vec<_>> = saved
+        .metrics
+        .iter()
+        .map(|m| m.policies.iter().map(|p| p.vs_baseline.clone()).collect())
+        .collect();
+    let views: Vec<MetricView<'_>> = saved
+        .metrics
+        .iter()
+        .zip(&means)
+        .zip(&paired)
+        .map(|((m, means), paired)| MetricView {
+            key: &m.key,
+            label: &m.label,
+            better: m.better,
+            means,
+            paired,
+        })
+        .collect();
+    let plots = PLOTS
+        .into_iter()
+        .map(|name| {
+            let p = args.dir.join(name);
+            fs::read_to_string(&p)
+                .with_context(|| format!("reading {}", p.display()))
+                .map(|svg| (name, svg))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.dir.join("report.html"));
+    fs::write(&out, html(&saved.setup, &views, &plots))
+        .with_context(|| format!("writing {}", out.display()))?;
+    outln!("report: {}", out.display());
+    Ok(())
+}
 
 pub fn write<U: serde::Serialize>(
     dir: &Path,
@@ -44,20 +137,15 @@ pub fn write<U: serde::Serialize>(
         })).collect::<Vec<_>>(),
     });
     put("comparison.json", serde_json::to_string_pretty(&json)?)?;
-    let plots = [
-        ("jct_cdf.svg", cdf(setup, runs, "JCT", |r| r.jcts)?),
-        ("wait_cdf.svg", cdf(setup, runs, "wait", |r| r.waits)?),
-        ("tenant_share.svg", tenant_share(setup, runs)?),
-        ("load_sweep.svg", load_sweep(setup, runs, units.len())?),
-        (
-            "alloc_timeline.svg",
-            timeline(setup, runs, "allocated GPUs", |r| r.allocated_gpus)?,
-        ),
-        (
-            "queue_timeline.svg",
-            timeline(setup, runs, "queue length", |r| r.queue_len as f64)?,
-        ),
+    let svgs = [
+        cdf(setup, runs, "JCT", |r| r.jcts)?,
+        cdf(setup, runs, "wait", |r| r.waits)?,
+        tenant_share(setup, runs)?,
+        load_sweep(setup, runs, units.len())?,
+        timeline(setup, runs, "allocated GPUs", |r| r.allocated_gpus)?,
+        timeline(setup, runs, "queue length", |r| r.queue_len as f64)?,
     ];
+    let plots: Vec<(&str, String)> = PLOTS.into_iter().zip(svgs).collect();
     for (name, svg) in &plots {
         put(name, svg.clone())?;
     }
@@ -195,12 +283,31 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
             .replace('<', "&lt;")
             .replace('>', "&gt;")
     };
-    let mut s = String::from(
-        "<!doctype html><meta charset=\"utf-8\"><title>Lachesis policy comparison</title>\
-         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
-         td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}\
-         .ci{color:#666;font-size:85%}</style><h1>Policy comparison</h1><ul>",
+    // The dashboard's look (`lachesis serve`'s `/ui`), its stylesheet inlined: the page is
+    // one file that opens anywhere.
+    let mut s = format!(
+        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\">\
+         <title>Lachesis policy comparison</title><link rel=\"icon\" href=\"data:,\">\
+         <style>{}\ntd.num{{white-space:nowrap}}.ci{{color:var(--muted);font-size:85%}}\
+         .plots{{display:flex;flex-wrap:wrap;gap:1em}}.plots>div{{background:var(--panel);\
+         border:1px solid var(--line);border-radius:6px;padding:.5em}}</style>\
+         <header><h1>Lachesis</h1><nav><a class=\"active\">Policy comparison</a></nav></header>\
+         <main><div class=\"cards\">",
+        lachesis_serve::ui::STYLE_CSS
     );
+    for (value, key) in [
+        (setup.policies.len().to_string(), "policies"),
+        (setup.units.to_string(), "units"),
+        (setup.runs.to_string(), "runs"),
+        (setup.baseline.clone(), "baseline"),
+    ] {
+        let _ = write!(
+            s,
+            "<div class=\"card\"><div class=\"v\">{}</div><div class=\"k\">{key}</div></div>",
+            esc(&value)
+        );
+    }
+    s.push_str("</div><ul>");
     for line in header(setup).lines() {
         let _ = write!(s, "<li>{}</li>", esc(line.trim_start_matches("- ")));
     }
@@ -214,7 +321,7 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
         for (i, _) in setup.policies.iter().enumerate() {
             let _ = write!(
                 s,
-                "<td>{}<br><span class=\"ci\">{}</span></td>",
+                "<td class=\"num\">{}<br><span class=\"ci\">{}</span></td>",
                 fmt_num(m.means[i]),
                 esc(&fmt_paired(&m.paired[i]))
             );
@@ -222,10 +329,15 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
         s.push_str("</tr>");
     }
     s.push_str("</table>");
-    let _ = write!(s, "<p>{}</p>", esc(HEADROOM.trim()));
+    let _ = write!(
+        s,
+        "<p class=\"note\">{}</p><h2>Plots</h2><div class=\"plots\">",
+        esc(HEADROOM.trim())
+    );
     for (_, svg) in plots {
         let _ = write!(s, "<div>{svg}</div>");
     }
+    s.push_str("</div></main></html>");
     s
 }
 

@@ -17,12 +17,30 @@ pub struct ServeArgs {
     /// gRPC listen address, overriding `grpc.addr`.
     #[arg(long)]
     grpc: Option<String>,
-    /// HTTP listen address (metrics, health), overriding `http.addr`; "" for none.
+    /// HTTP listen address (metrics, health, the `/ui` dashboard), overriding `http.addr`;
+    /// "" for none.
     #[arg(long)]
     http: Option<String>,
-    /// Log as JSON lines (structured, for log shippers) instead of text.
-    #[arg(long)]
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+/// How the long-running subcommands log (on stderr).
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// `text` (coloured only when stderr is a terminal) or `json` (one object a line, for log
+    /// shippers).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// The same as `--log-format json` (kept for existing unit files).
+    #[arg(long, hide = true, conflicts_with = "log_format")]
     log_json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -42,7 +60,7 @@ pub struct DecideArgs {
 }
 
 pub fn serve(args: &ServeArgs) -> Result<()> {
-    init_logging(args.log_json);
+    init_logging(&args.log);
     let mut cfg = match &args.config {
         Some(path) => ServeConfig::read(path)?,
         None => ServeConfig::default(),
@@ -95,7 +113,9 @@ pub fn decide(args: &DecideArgs) -> Result<()> {
 }
 
 /// Structured logs on stderr; `RUST_LOG`-style level from `LACHESIS_LOG` (default info).
-pub fn init_logging(json: bool) {
+/// Colour codes only when stderr is a terminal: a log file or a pipe gets plain text.
+pub fn init_logging(args: &LogArgs) {
+    use std::io::IsTerminal;
     let level = std::env::var("LACHESIS_LOG")
         .ok()
         .and_then(|l| l.parse::<tracing::Level>().ok())
@@ -103,9 +123,9 @@ pub fn init_logging(json: bool) {
     let builder = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr);
-    if json {
+    if args.log_json || args.log_format == LogFormat::Json {
         builder.json().init();
     } else {
-        builder.init();
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
     }
 }

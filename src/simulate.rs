@@ -58,13 +58,13 @@ pub struct Args {
     #[arg(long)]
     pub skip_unplaceable: bool,
     /// Write summary.json, jobs.csv and timeline.csv here.
-    #[arg(long)]
+    #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
     /// Print the summary as JSON on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
     /// No progress bar.
-    #[arg(long)]
+    #[arg(short = 'q', long)]
     pub quiet: bool,
 }
 

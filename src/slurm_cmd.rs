@@ -14,13 +14,12 @@ pub struct Args {
     /// Run one cycle and exit.
     #[arg(long)]
     once: bool,
-    /// Log as JSON lines instead of text.
-    #[arg(long)]
-    log_json: bool,
+    #[command(flatten)]
+    log: crate::serve_cmd::LogArgs,
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    crate::serve_cmd::init_logging(args.log_json);
+    crate::serve_cmd::init_logging(&args.log);
     let cfg = BridgeConfig::load(&args.config)?;
     // Two workers: the cycle blocks on Slurm's commands while the metrics listener answers.
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -34,7 +34,7 @@ pub enum Command {
         #[arg(long)]
         format: Option<String>,
         /// Output file (normalized CSV).
-        #[arg(long)]
+        #[arg(short = 'o', long)]
         out: PathBuf,
     },
     /// Cut a window of a trace (by submit time, or the first N jobs from a time).
@@ -48,7 +48,7 @@ pub enum Command {
         /// Keep at most this many jobs (the earliest, after --window).
         #[arg(long)]
         jobs: Option<usize>,
-        #[arg(long)]
+        #[arg(short = 'o', long)]
         out: PathBuf,
     },
     /// Fit a workload model (arrival rhythm and bursts, job shapes, durations, tenants) to a
@@ -58,7 +58,7 @@ pub enum Command {
         #[arg(long)]
         format: Option<String>,
         /// Model file to write.
-        #[arg(long)]
+        #[arg(short = 'o', long)]
         out: PathBuf,
     },
     /// Draw a synthetic trace from a fitted model (same seed, same trace).
@@ -71,7 +71,7 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output file (normalized CSV).
-        #[arg(long)]
+        #[arg(short = 'o', long)]
         out: PathBuf,
     },
     /// Time-ordered train / validation / test sets (no overlap), and random training windows.
@@ -93,7 +93,7 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Directory for train.csv, validation.csv, test.csv (normalized) and episodes.json.
-        #[arg(long)]
+        #[arg(short = 'o', long)]
         out: PathBuf,
     },
 }

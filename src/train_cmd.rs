@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// The model directory to write.
-    #[arg(long)]
+    #[arg(short = 'o', long)]
     pub out: PathBuf,
     /// Continue from OUT/checkpoint (same config and overrides).
     #[arg(long)]
@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub card_seeds: u64,
     /// No progress bar.
-    #[arg(long)]
+    #[arg(short = 'q', long)]
     pub quiet: bool,
 }
 

@@ -100,6 +100,19 @@ fn comparison_matches_the_golden_file() {
         assert!(out.join(name).is_file(), "compare wrote no {name}");
     }
     let html = fs::read_to_string(out.join("report.html")).expect("report.html readable");
+    assert!(
+        html.contains(lachesis_serve::ui::STYLE_CSS),
+        "report.html has the dashboard's look (its stylesheet, inlined)"
+    );
+    // `lachesis report` writes the same page again from the directory alone.
+    let again = out.join("again.html");
+    let path = |p: &Path| p.to_str().expect("a UTF-8 temp path").to_string();
+    let run = lachesis(&["report", &path(&out), "-o", &path(&again)]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(
+        fs::read_to_string(&again).expect("lachesis report wrote its page") == html,
+        "lachesis report wrote another page than compare"
+    );
     for name in SVGS {
         let svg = fs::read_to_string(out.join(name)).expect("SVG readable");
         assert!(svg.contains("<svg"), "{name} is not an SVG");

@@ -252,3 +252,92 @@ fn sigterm_does_not_wait_for_a_model_computation_past_its_deadline() {
     let status = server.terminate(Duration::from_secs(6));
     assert!(status.success(), "{status:?}");
 }
+
+/// A config for a service on free loopback ports, heuristics only, in `dir`.
+fn quick_config(dir: &Path) -> std::path::PathBuf {
+    let config = dir.join("serve.toml");
+    std::fs::write(
+        &config,
+        "model = \"\"\nrouting = { mode = \"baseline\" }\n\
+         [grpc]\naddr = \"127.0.0.1:0\"\n[http]\naddr = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    config
+}
+
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("lachesis-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Python's grpcio-reflection client speaks `grpc.reflection.v1alpha` only: it must list the
+/// services and resolve the scheduler's methods with no .proto file.
+#[test]
+fn python_grpcio_reflection_lists_the_services() {
+    let Some(python) = common::python("the grpcio-reflection test") else {
+        return;
+    };
+    let dir = fresh_dir("reflection");
+    let (server, line) = Server::start(&quick_config(&dir));
+    let (grpc, _) = common::server::listen_addrs(&line);
+    let script = r#"
+import sys, grpc
+from google.protobuf.descriptor_pool import DescriptorPool
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+db = ProtoReflectionDescriptorDatabase(grpc.insecure_channel(sys.argv[1]))
+for name in db.get_services():
+    print("service", name)
+scheduler = DescriptorPool(db).FindServiceByName("lachesis.v1.Scheduler")
+print("methods", ",".join(m.name for m in scheduler.methods))
+"#;
+    let out = Command::new(python)
+        .args(["-c", script, &grpc])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for service in [
+        "service lachesis.v1.Scheduler",
+        "service grpc.health.v1.Health",
+        "service grpc.reflection.v1alpha.ServerReflection",
+    ] {
+        assert!(text.lines().any(|l| l == service), "{service}: {text}");
+    }
+    assert!(text.contains("methods Decide,"), "{text}");
+    drop(server);
+}
+
+/// Logs written to a file or a pipe carry no ANSI colour codes; `--log-format json` writes
+/// one JSON object a line.
+#[test]
+fn logs_are_plain_in_a_file_and_json_on_request() {
+    let dir = fresh_dir("logs");
+    let config = quick_config(&dir);
+    for format in ["text", "json"] {
+        let path = dir.join(format!("{format}.log"));
+        let file = std::fs::File::create(&path).unwrap();
+        let (mut server, _) = Server::start_with(&config, &["--log-format", format], file.into());
+        assert!(server.terminate(Duration::from_secs(20)).success());
+        let log = std::fs::read_to_string(&path).unwrap();
+        assert!(log.contains("serving"), "{format}: {log}");
+        assert!(
+            !log.contains('\u{1b}'),
+            "{format}: colour codes in a file: {log:?}"
+        );
+        if format == "json" {
+            for line in log.lines() {
+                let v: Value =
+                    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                assert!(v["level"].is_string(), "{line}");
+            }
+        }
+    }
+}

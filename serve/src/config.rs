@@ -175,7 +175,8 @@ pub struct TlsConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
-    /// `/metrics`, `/healthz`, `/readyz`; empty: no HTTP listener.
+    /// `/metrics`, `/healthz`, `/readyz`, the `/ui` dashboard and the Kubernetes extender;
+    /// empty: no HTTP listener.
     pub addr: String,
 }
 

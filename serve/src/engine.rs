@@ -6,6 +6,7 @@
 //! status codes.
 
 use crate::config::{RoutingMode, ServeConfig, SplitKey};
+use crate::dashboard::Dashboard;
 use crate::decision_log::{DecisionLog, LogRecord};
 use crate::inventory::NodeInventory;
 use crate::metrics::Metrics;
@@ -116,6 +117,7 @@ pub struct Engine {
     model_slots: Arc<tokio::sync::Semaphore>,
     inventory: NodeInventory,
     sessions: Sessions,
+    dashboard: Dashboard,
 }
 
 impl std::fmt::Debug for Engine {
@@ -184,6 +186,7 @@ impl Engine {
                 cfg_sessions.0,
                 std::time::Duration::from_secs(cfg_sessions.1),
             ),
+            dashboard: Dashboard::default(),
         })
     }
 
@@ -202,6 +205,14 @@ impl Engine {
     }
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+    /// What the operators' dashboard shows.
+    pub fn dashboard(&self) -> &Dashboard {
+        &self.dashboard
+    }
+    /// The sessions held.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
     }
     pub fn model_state(&self) -> ModelState {
         self.model
@@ -231,10 +242,9 @@ impl Engine {
             ModelState::Failed { detail, .. } => {
                 Metrics::count(&self.metrics.model_reloads, "result", "failed");
                 tracing::warn!(%path, %detail, "reload failed: the old model stays in force");
-                (
-                    false,
-                    format!("reload failed, the old model stays in force: {detail}"),
-                )
+                let message = format!("reload failed, the old model stays in force: {detail}");
+                self.dashboard.reloaded(false, &message);
+                (false, message)
             }
             state => {
                 let msg = format!("{} is in force ({})", path, state.status());
@@ -245,6 +255,7 @@ impl Engine {
                     .unwrap_or_else(|poisoned| poisoned.into_inner()) = state;
                 Metrics::count(&self.metrics.model_reloads, "result", "ok");
                 tracing::info!(%path, "model reloaded");
+                self.dashboard.reloaded(true, &msg);
                 (true, msg)
             }
         }
@@ -451,6 +462,7 @@ impl Engine {
         request: proto::DecideRequest,
     ) -> Result<proto::DecideResponse, Status> {
         let (response, shadow, snapshot) = self.decide_inner(request).await?;
+        self.dashboard.record(&response, shadow.as_ref());
         self.metrics
             .placements
             .inc_by(response.placements.len() as u64);
@@ -459,9 +471,7 @@ impl Engine {
             .inc_by(response.preemptions.len() as u64);
         if let (Some(log), Some(snapshot)) = (&self.log, snapshot) {
             log.record(LogRecord {
-                unix_ms: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64),
+                unix_ms: crate::dashboard::unix_ms(),
                 snapshot,
                 answer: response.clone(),
                 shadow,
@@ -654,6 +664,9 @@ impl Engine {
             state.revision += 1;
             response.session = request.session;
             response.revision = state.revision;
+        } else if let (Some(world), Some(snapshot)) = (world, &snapshot) {
+            // Kept for the dashboard instead of dropped here.
+            self.dashboard.keep_last(world, Arc::clone(snapshot));
         }
         Ok((response, shadow, snapshot))
     }

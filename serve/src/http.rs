@@ -2,6 +2,7 @@
 //! up), `/readyz` (it answers decisions; 503 while shutting down) and, unless
 //! `[kubernetes] enabled = false`, the Kubernetes scheduler-extender verbs (`crate::k8s`).
 
+use crate::config::Secret;
 use crate::engine::Engine;
 use axum::Router;
 use axum::extract::State;
@@ -17,18 +18,26 @@ struct HttpState {
     ready: Arc<AtomicBool>,
 }
 
-/// The routes, sharing the engine's metrics and the ready flag.
-pub fn router(engine: Arc<Engine>, ready: Arc<AtomicBool>) -> Router {
+/// The routes, sharing the engine's metrics and the ready flag; `token` (the service's, if
+/// any) guards the dashboard, whose event streams end when `stop` turns true.
+pub fn router(
+    engine: Arc<Engine>,
+    ready: Arc<AtomicBool>,
+    token: Option<Secret>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Router {
     let extender = engine
         .config()
         .kubernetes
         .enabled
         .then(|| crate::k8s::routes(Arc::clone(&engine)));
+    let ui = crate::ui::routes(Arc::clone(&engine), token, stop);
     let router = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .with_state(HttpState { engine, ready });
+        .with_state(HttpState { engine, ready })
+        .merge(ui);
     match extender {
         Some(k8s) => router.merge(k8s),
         None => router,

@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod config;
+pub mod dashboard;
 pub mod decision_log;
 pub mod engine;
 pub mod gpu_model;
@@ -27,6 +28,7 @@ pub mod session;
 pub mod shield;
 pub mod slurm;
 pub mod synthetic;
+pub mod ui;
 pub mod world;
 
 pub mod proto {

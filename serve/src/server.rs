@@ -1,5 +1,5 @@
 //! The network face: the `lachesis.v1.Scheduler` gRPC service (plus standard health and
-//! reflection) and the HTTP listener for `/metrics`, `/healthz` and `/readyz`, with auth,
+//! reflection, v1 and v1alpha) and the HTTP listener for `/metrics`, `/healthz` and `/readyz`, with auth,
 //! request-size and concurrency limits, optional TLS and graceful shutdown.
 
 use crate::config::{Secret, ServeConfig};
@@ -257,6 +257,7 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, ServeError> {
 pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
     let cfg = engine.config().clone();
     let (token, admin_token) = cfg.tokens()?;
+    let ui_token = token.clone();
     let addr: SocketAddr = tokio::net::lookup_host(&cfg.grpc.addr)
         .await
         .map_err(io(format!("grpc.addr {}", cfg.grpc.addr)))?
@@ -276,11 +277,17 @@ pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
     health
         .set_serving::<SchedulerServer<SchedulerService>>()
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| ServeError::Reflection(e.to_string()))?;
+    // Reflection in both versions: grpcurl speaks v1, Python's grpcio-reflection, Postman,
+    // Evans and older grpcurl speak v1alpha (and get UNIMPLEMENTED without it).
+    let reflecting = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_error =
+        |e: tonic_reflection::server::Error| ServeError::Reflection(e.to_string());
+    let reflection = reflecting().build_v1().map_err(reflection_error)?;
+    let reflection_v1alpha = reflecting().build_v1alpha().map_err(reflection_error)?;
     let service = SchedulerServer::new(SchedulerService::new(
         Arc::clone(&engine),
         token,
@@ -302,6 +309,7 @@ pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
     let router = builder
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(service);
     let grpc = tokio::spawn(router.serve_with_incoming_shutdown(incoming, signal(stop_rx.clone())));
 
@@ -315,7 +323,12 @@ pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
         let http_addr = listener
             .local_addr()
             .map_err(io("reading the HTTP address"))?;
-        let app = crate::http::router(Arc::clone(&engine), Arc::clone(&ready));
+        let app = crate::http::router(
+            Arc::clone(&engine),
+            Arc::clone(&ready),
+            ui_token,
+            stop_rx.clone(),
+        );
         let shutdown = signal(stop_rx);
         let handle = tokio::spawn(async move {
             axum::serve(listener, app)

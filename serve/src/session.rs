@@ -122,6 +122,21 @@ impl Sessions {
         })
     }
 
+    /// The slot of a session held now, without counting as a use (the dashboard looks; it
+    /// must not keep a session alive).
+    pub fn peek(&self, id: &str) -> Option<Slot> {
+        let (map, _) = self.pruned();
+        map.get(id).map(|e| Arc::clone(&e.slot))
+    }
+
+    /// The ids of the sessions held now, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let (map, _) = self.pruned();
+        let mut ids: Vec<String> = map.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
     /// The map, locked, with expired idle sessions dropped; and the time that judged them.
     fn pruned(&self) -> (std::sync::MutexGuard<'_, HashMap<String, Entry>>, Instant) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod server;
+pub mod webdriver;
 
 use serde_json::Value;
 
@@ -114,5 +115,28 @@ fn same(golden: &Value, actual: &Value) -> bool {
             g == a || (g - a).abs() <= REL_TOL * g.abs().max(a.abs())
         }
         _ => golden == actual,
+    }
+}
+
+/// The Python the tests that drive real Python clients run (`LACHESIS_PYTHON`: `.ci/run` sets
+/// it to the notebooks' venv, which has grpcio-reflection), or `None` to skip
+/// (with `why` printed). Where `CI` is set a missing one fails the test: CI must run it.
+pub fn python(why: &str) -> Option<std::path::PathBuf> {
+    match std::env::var_os("LACHESIS_PYTHON") {
+        Some(p) => {
+            let p = std::path::PathBuf::from(p);
+            assert!(p.exists(), "LACHESIS_PYTHON={} does not exist", p.display());
+            Some(p)
+        }
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but LACHESIS_PYTHON is not: {why} must run in CI")
+        }
+        None => {
+            eprintln!(
+                "skipped: set LACHESIS_PYTHON to a python with the packages of \
+                 notebooks/requirements.txt ({why})"
+            );
+            None
+        }
     }
 }

@@ -15,10 +15,16 @@ pub struct Server(pub Child);
 impl Server {
     /// `lachesis serve --config CONFIG`, and the line it prints once it listens.
     pub fn start(config: &Path) -> (Server, String) {
+        Server::start_with(config, &[], Stdio::null())
+    }
+
+    /// `lachesis serve --config CONFIG ARGS...` with its log (stderr) going to `log`.
+    pub fn start_with(config: &Path, args: &[&str], log: Stdio) -> (Server, String) {
         let child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
             .args(["serve", "--config", config.to_str().unwrap()])
+            .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
         let mut server = Server(child);
@@ -66,8 +72,14 @@ impl Drop for Server {
 
 /// `GET path` over HTTP/1.0: the status code and the body.
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    http_get_as(addr, path, None)
+}
+
+/// `http_get`, presenting `token` as a bearer token when given.
+pub fn http_get_as(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     let code = text[9..12].parse().unwrap();

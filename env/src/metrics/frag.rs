@@ -175,33 +175,75 @@ impl TaskMix {
             return 0.0;
         }
         let total_free: u32 = gpu_free.iter().map(|f| u32::from(*f)).sum();
-        let whole = gpu_free
-            .iter()
-            .filter(|f| u32::from(**f) == GPU_MILLI)
-            .count() as u32;
-        let max_free = gpu_free.iter().copied().max().map_or(0, u32::from);
+        let node = FreeShape::of(gpu_free, cpu_free, mem_free);
         self.classes
             .iter()
             .map(|c| {
-                let gpu_fits = if c.milli < GPU_MILLI {
-                    max_free >= c.milli
-                } else {
-                    whole >= c.gpus
-                };
-                let fits = gpu_fits && cpu_free >= c.cpu_milli && mem_free >= c.mem_mib;
-                let fragment = if fits {
-                    let usable_from = c.milli.min(GPU_MILLI);
-                    gpu_free
+                let fragment = match c.usable_from(&node) {
+                    Some(usable_from) => gpu_free
                         .iter()
                         .map(|f| u32::from(*f))
                         .filter(|f| *f < usable_from)
-                        .sum()
-                } else {
-                    total_free
+                        .sum(),
+                    None => total_free,
                 };
                 c.weight * fragment as f64
             })
             .sum()
+    }
+
+    /// Each GPU's share of `fragment` (same arguments): the expected milli-GPU of that GPU's
+    /// free capacity the mix cannot use. Sums to `fragment` (for views that draw GPUs).
+    pub fn gpu_fragments(&self, gpu_free: &[u16], cpu_free: u64, mem_free: u64) -> Vec<f64> {
+        let mut out = vec![0.0; gpu_free.len()];
+        let node = FreeShape::of(gpu_free, cpu_free, mem_free);
+        for c in &self.classes {
+            let usable_from = c.usable_from(&node);
+            for (o, f) in out.iter_mut().zip(gpu_free) {
+                let f = u32::from(*f);
+                if usable_from.is_none_or(|u| f < u) {
+                    *o += c.weight * f as f64;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What a class's fit on a node depends on: its whole free GPUs, its largest free share, CPU
+/// and memory.
+struct FreeShape {
+    whole: u32,
+    max_free: u32,
+    cpu_free: u64,
+    mem_free: u64,
+}
+
+impl FreeShape {
+    fn of(gpu_free: &[u16], cpu_free: u64, mem_free: u64) -> FreeShape {
+        FreeShape {
+            whole: gpu_free
+                .iter()
+                .filter(|f| u32::from(**f) == GPU_MILLI)
+                .count() as u32,
+            max_free: gpu_free.iter().copied().max().map_or(0, u32::from),
+            cpu_free,
+            mem_free,
+        }
+    }
+}
+
+impl TaskClass {
+    /// Where this class can run on `node`: the least free share of a GPU it can use; `None`
+    /// when it cannot run there at all (GPUs, CPU or memory short).
+    fn usable_from(&self, node: &FreeShape) -> Option<u32> {
+        let gpu_fits = if self.milli < GPU_MILLI {
+            node.max_free >= self.milli
+        } else {
+            node.whole >= self.gpus
+        };
+        let fits = gpu_fits && node.cpu_free >= self.cpu_milli && node.mem_free >= self.mem_mib;
+        fits.then_some(self.milli.min(GPU_MILLI))
     }
 }
 
@@ -426,6 +468,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(mix.node_fragment(&s, NodeId(0)), 300.0);
+        // All of it on GPU 0; the whole free GPUs are usable by both classes.
+        let per_gpu = |s: &ClusterState| {
+            let n = NodeId(0);
+            mix.gpu_fragments(s.gpu_free(n), s.cpu_free(n), s.mem_free(n))
+        };
+        assert_eq!(per_gpu(&s), vec![300.0, 0.0, 0.0, 0.0]);
         // Take all 8 cores: nothing fits, all 3300 free milli are fragment for both classes.
         let mut c = job("c", 0, TaskRequest::whole(0, 8000, 0));
         c.id = JobId(8);
@@ -438,5 +486,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(mix.node_fragment(&s, NodeId(0)), 3300.0);
+        assert_eq!(per_gpu(&s), vec![300.0, 1000.0, 1000.0, 1000.0]);
     }
 }
