@@ -586,8 +586,9 @@ pub struct Setup {
     pub runs: usize,
     pub threads: usize,
     pub wall_s: f64,
-    /// The one-line verdict (`verdict`), printed last and at the top of the report.
-    #[serde(skip)]
+    /// The one-line verdict (`verdict`), printed last and at the top of the report (kept in
+    /// comparison.json so `lachesis report` writes the same page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
 }
 
