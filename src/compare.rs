@@ -51,6 +51,11 @@ pub struct Args {
     /// The part of `--split` to compare on: `train`, `validation` or `test`.
     #[arg(long, requires = "split")]
     pub part: Option<String>,
+    /// Pull the trace's run times towards their median (< 1) or spread them (> 1) on a log
+    /// scale before anything else: `d' = m (d / m)^S` (1 keeps them). For trying policies on
+    /// regimes a trace does not show, as training's `spread` does.
+    #[arg(long, value_name = "S")]
+    pub duration_spread: Option<f64>,
     /// Random windows of the trace (0 = the whole trace once).
     #[arg(long, default_value_t = 12)]
     pub windows: usize,
@@ -224,6 +229,10 @@ struct MetricReport {
 pub fn run(args: &Args) -> Result<()> {
     let started = Instant::now();
     let mut trace = load_trace(&args.trace, args.format.as_deref())?;
+    if let Some(spread) = args.duration_spread {
+        trace = lachesis_env::sim::respread_durations(&trace, spread)
+            .with_context(|| format!("--duration-spread {spread}"))?;
+    }
     trace.name = args.trace.display().to_string();
     let cluster = Arc::new(resolve_cluster(&args.cluster, &trace)?);
     if let (Some(split), Some(part)) = (&args.split, &args.part) {

@@ -22,12 +22,18 @@ pub fn build(name: &str, options: &PolicyOptions) -> Result<Box<dyn Policy>, Pol
 }
 
 /// The decision tick `name` needs when none is given, seconds (0 = none): 10 minutes for
-/// `las-preempt` (service grows between events), the tick a learned policy was trained with.
+/// `las-preempt` and `gittins-preempt` (service grows between events), the tick a learned
+/// policy was trained with.
 pub fn wants_tick_s(name: &str) -> f64 {
     match Deciding::parse(name).map(|(_, path)| path) {
         Some(path) => lachesis_agent::Manifest::read(Path::new(path))
             .map_or(0.0, |m| m.env.sim.tick_s.max(0.0)),
-        None if name.split('/').any(|part| part == "las-preempt") => 600.0,
+        None if name
+            .split('/')
+            .any(|part| part == "las-preempt" || part == "gittins-preempt") =>
+        {
+            600.0
+        }
         None => 0.0,
     }
 }

@@ -113,6 +113,7 @@ pub fn run(args: &Args) -> Result<()> {
         seeds: args.seeds,
         split: None,
         part: None,
+        duration_spread: None,
         windows: 0,
         window_jobs: 100,
         load: vec!["none".into()],

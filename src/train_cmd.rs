@@ -59,6 +59,8 @@ pub const CARD_BASELINES: &[&str] = &[
     "srtf/best-fit",
     "tiresias/best-fit",
     "tiresias/best-fit/las-preempt",
+    "gittins/best-fit",
+    "gittins/best-fit/gittins-preempt",
     "wfp3/best-fit/easy",
     "f1/best-fit/easy",
     "drf/best-fit",
@@ -77,13 +79,17 @@ pub fn run(args: &Args) -> Result<()> {
         for d in &cfg.data {
             let path = Path::new(&d.trace);
             let mut trace = load_trace(path, d.format.as_deref())?;
-            trace.name = d.trace.clone();
+            if d.spread != 1.0 {
+                trace = lachesis_env::sim::respread_durations(&trace, d.spread)
+                    .with_context(|| format!("{}: spread {}", d.trace, d.spread))?;
+            }
+            trace.name = d.label();
             let cluster = Arc::new(
                 resolve_cluster(&d.cluster, &trace)
                     .with_context(|| format!("{}: cluster `{}`", d.trace, d.cluster))?,
             );
             datasets.push(Dataset {
-                name: d.trace.clone(),
+                name: d.label(),
                 trace,
                 cluster,
             });
@@ -124,9 +130,12 @@ pub fn run(args: &Args) -> Result<()> {
     let mut sections = Vec::new();
     let mut headroom = Vec::new();
     for d in &cfg.data {
-        let name = Path::new(&d.trace)
+        let mut name = Path::new(&d.trace)
             .file_stem()
             .map_or_else(|| "trace".into(), |s| s.to_string_lossy().to_string());
+        if d.spread != 1.0 {
+            name = format!("{name}-spread{}", d.spread);
+        }
         let out = args.out.join("compare").join(&name);
         let model = format!("rl:{}", args.out.display());
         let mut policies = vec![model.clone()];
@@ -140,6 +149,7 @@ pub fn run(args: &Args) -> Result<()> {
             seeds: args.card_seeds,
             split: Some(vec![cfg.split.train, cfg.split.validation]),
             part: Some("validation".into()),
+            duration_spread: (d.spread != 1.0).then_some(d.spread),
             windows: args.card_windows,
             window_jobs: cfg.windows.jobs,
             load: args.card_loads.iter().map(|l| l.to_string()).collect(),
@@ -151,8 +161,13 @@ pub fn run(args: &Args) -> Result<()> {
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;
+        let spread = if d.spread != 1.0 {
+            format!(" --duration-spread {}", d.spread)
+        } else {
+            String::new()
+        };
         let command = format!(
-            "lachesis compare --trace {} --cluster {} --split {},{} --part validation \
+            "lachesis compare --trace {}{spread} --cluster {} --split {},{} --part validation \
              --windows {} --window-jobs {} --load {} --seeds {} --tick 10m --baseline rl:{} \
              --policies rl:{},{} --out {}",
             d.trace,
@@ -170,8 +185,8 @@ pub fn run(args: &Args) -> Result<()> {
         );
         let report = std::fs::read_to_string(out.join("report.md"))
             .with_context(|| format!("reading {}", out.join("report.md").display()))?;
-        headroom.push(Headroom::read(&d.trace, &out.join("comparison.json"))?);
-        sections.push((d.trace.clone(), command, report));
+        headroom.push(Headroom::read(&d.label(), &out.join("comparison.json"))?);
+        sections.push((d.label(), command, report));
     }
     write_card(args, &cfg, &manifest, &headroom, &sections)?;
     outln!("model card: {}", args.out.join(CARD_FILE).display());

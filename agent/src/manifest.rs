@@ -66,6 +66,12 @@ pub struct DataRecord {
     pub validation_fraction: f64,
     /// Submit times (s) where validation and test begin.
     pub cuts_s: [f64; 2],
+    /// The behaviour-cloning teacher of this trace's episodes (`bc.teacher`, or the one
+    /// chosen by replay).
+    pub teacher: Option<String>,
+    /// With `bc.teacher = "replay"`: each candidate's geometric-mean average JCT (s) over the
+    /// training windows replayed (infinite when it left a job unfinished).
+    pub teacher_scores: Vec<(String, f64)>,
 }
 
 /// A policy's validation average over the same units.

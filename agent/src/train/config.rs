@@ -34,10 +34,30 @@ pub struct DataConfig {
     pub format: Option<String>,
     #[serde(default = "auto")]
     pub cluster: String,
+    /// Run times pulled towards the trace's median (< 1) or spread (> 1) on a log scale,
+    /// `d' = m (d / m)^spread` (`lachesis_env::sim::respread_durations`): the same history in
+    /// another regime, for training that covers regimes no single trace shows. 1 keeps it.
+    #[serde(default = "one")]
+    pub spread: f64,
 }
 
 fn auto() -> String {
     "auto".into()
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl DataConfig {
+    /// The trace's name in the manifest and the card: its path, and its spread unless 1.
+    pub fn label(&self) -> String {
+        if self.spread == 1.0 {
+            self.trace.clone()
+        } else {
+            format!("{} (spread {})", self.trace, self.spread)
+        }
+    }
 }
 
 /// Time-ordered split of every trace: training windows come from the first `train` fraction
@@ -71,8 +91,14 @@ pub struct ModelConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BcConfig {
-    /// A registry heuristic, e.g. `sjf/best-fit`; empty = no warm start.
+    /// A registry heuristic, e.g. `sjf/best-fit`; `replay` = for each trace the best of
+    /// `candidates` on its training windows; empty = no warm start.
     pub teacher: String,
+    /// With `teacher = "replay"`: the heuristics replayed (none may be an oracle).
+    pub candidates: Vec<String>,
+    /// With `teacher = "replay"`: training windows (at every training load) each candidate
+    /// is replayed on per trace, evenly spread over the trace's window pool.
+    pub replay_windows: usize,
     /// Decisions collected by following the teacher.
     pub samples: usize,
     pub epochs: usize,
@@ -137,6 +163,7 @@ impl Default for TrainConfig {
                 trace: "traces/itp/cluster10.csv".into(),
                 format: None,
                 cluster: "auto".into(),
+                spread: 1.0,
             }],
             split: SplitConfig::default(),
             windows: WindowConfig::default(),
@@ -179,6 +206,14 @@ impl Default for BcConfig {
     fn default() -> Self {
         BcConfig {
             teacher: "sjf/best-fit".into(),
+            candidates: vec![
+                "tiresias/best-fit/las-preempt".into(),
+                "gittins/best-fit/gittins-preempt".into(),
+                "gittins/best-fit".into(),
+                "sjf/best-fit".into(),
+                "fifo/best-fit".into(),
+            ],
+            replay_windows: 8,
             samples: 20_000,
             epochs: 10,
             minibatch: 256,
@@ -251,6 +286,16 @@ impl TrainConfig {
         if self.data.is_empty() {
             return Err("data: give at least one [[data]] trace".into());
         }
+        if let Some(d) = self
+            .data
+            .iter()
+            .find(|d| !(d.spread.is_finite() && d.spread >= 0.0))
+        {
+            return Err(format!(
+                "data: {}: spread must be a finite exponent >= 0, got {}",
+                d.trace, d.spread
+            ));
+        }
         let fraction = |f: f64| f.is_finite() && f > 0.0 && f < 1.0;
         if !fraction(self.split.train)
             || !fraction(self.split.validation)
@@ -275,6 +320,19 @@ impl TrainConfig {
                 || self.bc.lr.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
         {
             return Err("bc: samples, minibatch and lr must be > 0 with a teacher".into());
+        }
+        if self.bc.teacher == super::REPLAY_TEACHER {
+            if self.bc.candidates.is_empty() || self.bc.replay_windows == 0 {
+                return Err(
+                    "bc: teacher = \"replay\" needs candidates and replay_windows >= 1".into(),
+                );
+            }
+            if let Some(o) = self.bc.candidates.iter().find(|c| super::is_oracle(c)) {
+                return Err(format!(
+                    "bc.candidates: `{o}` reads true durations; replay chooses among real \
+                     schedulers only"
+                ));
+            }
         }
         let p = &self.ppo;
         if p.total_steps > 0

@@ -23,6 +23,9 @@ mod ppo_loop;
 pub use config::TrainConfig;
 pub use eval::{EvalUnit, evaluate, validation_table};
 
+/// `bc.teacher` value that chooses each trace's teacher by replay (`select_teacher`).
+pub const REPLAY_TEACHER: &str = "replay";
+
 use crate::manifest::{DataRecord, Manifest, ModelError, TrainingRecord, WEIGHTS_FILE};
 use crate::model::{Scorer, ScorerConfig};
 use crate::tensorboard::SummaryWriter;
@@ -91,6 +94,8 @@ pub(crate) struct Prepared {
     pub pool: Vec<Trace>,
     pub validation: Vec<EvalUnit>,
     pub record: DataRecord,
+    /// The behaviour-cloning teacher of this trace's episodes (empty: none).
+    pub teacher: String,
 }
 
 fn prepare(cfg: &TrainConfig, datasets: &[Dataset]) -> Result<Vec<Prepared>, TrainError> {
@@ -146,10 +151,112 @@ fn prepare(cfg: &TrainConfig, datasets: &[Dataset]) -> Result<Vec<Prepared>, Tra
                 train_fraction: cfg.split.train,
                 validation_fraction: cfg.split.validation,
                 cuts_s: [split.cuts[0].secs_f64(), split.cuts[1].secs_f64()],
+                ..DataRecord::default()
             },
+            teacher: cfg.bc.teacher.clone(),
         });
     }
     Ok(out)
+}
+
+/// Each candidate's score on `units` (the geometric mean of its average JCT, infinite when it
+/// left a job unfinished), and the best: the first with the lowest score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeacherChoice {
+    pub chosen: String,
+    pub scores: Vec<(String, f64)>,
+}
+
+/// Replays every candidate heuristic on `units` (training windows: what the operator's
+/// history shows) and picks the one with the lowest geometric-mean average JCT. A candidate
+/// that leaves any job unfinished scores infinity. Only real schedulers compete: the
+/// candidates see what `DecisionContext` shows, never a true duration.
+pub fn select_teacher(
+    candidates: &[String],
+    units: &[EvalUnit],
+    tick_s: f64,
+    threads: usize,
+) -> Result<TeacherChoice, TrainError> {
+    let mut scores = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let results = evaluate(
+            units,
+            &|| lachesis_env::policy::build_policy(c, 0).map_err(|e| e.to_string()),
+            tick_s,
+            threads,
+        )
+        .map_err(TrainError::Other)?;
+        let unfinished = results.iter().any(|r| r.summary.finished < r.summary.jobs);
+        let logs: Vec<f64> = results
+            .iter()
+            .map(|r| r.summary.avg_jct_s.max(1e-3).ln())
+            .collect();
+        let score = if unfinished || logs.is_empty() {
+            f64::INFINITY
+        } else {
+            (logs.iter().sum::<f64>() / logs.len() as f64).exp()
+        };
+        scores.push((c.clone(), score));
+    }
+    let chosen = scores
+        .iter()
+        .fold(None::<&(String, f64)>, |best, s| match best {
+            Some(b) if b.1 <= s.1 => Some(b),
+            _ => Some(s),
+        })
+        .map(|(c, _)| c.clone())
+        .ok_or_else(|| TrainError::Config("bc.candidates is empty".into()))?;
+    Ok(TeacherChoice { chosen, scores })
+}
+
+/// With `bc.teacher = "replay"`, chooses each trace's teacher on `replay_windows` of its
+/// training windows (evenly spread over its pool, every load) and records it.
+fn choose_teachers(
+    cfg: &TrainConfig,
+    prepared: &mut [Prepared],
+    threads: usize,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(), TrainError> {
+    if cfg.bc.teacher != REPLAY_TEACHER {
+        for p in prepared.iter_mut() {
+            p.record.teacher = (!p.teacher.is_empty()).then(|| p.teacher.clone());
+        }
+        return Ok(());
+    }
+    let total = prepared.len() as u64;
+    for (k, p) in prepared.iter_mut().enumerate() {
+        let windows = p.pool.len() / cfg.windows.loads.len().max(1);
+        let take = cfg.bc.replay_windows.min(windows).max(1);
+        let units: Vec<EvalUnit> = (0..take)
+            .flat_map(|i| {
+                let w = i * windows / take;
+                let per = cfg.windows.loads.len().max(1);
+                (w * per..(w + 1) * per).filter_map(|j| p.pool.get(j))
+            })
+            .enumerate()
+            .map(|(i, t)| EvalUnit {
+                trace: Arc::new(t.clone()),
+                cluster: Arc::clone(&p.cluster),
+                seed: i as u64,
+                label: format!("{} training window {i}", p.name),
+            })
+            .collect();
+        progress(Progress {
+            phase: "teacher",
+            done: k as u64,
+            total,
+            message: format!(
+                "replaying {} heuristics on {}",
+                cfg.bc.candidates.len(),
+                p.name
+            ),
+        });
+        let choice = select_teacher(&cfg.bc.candidates, &units, cfg.eval.tick_s, threads)?;
+        p.teacher = choice.chosen.clone();
+        p.record.teacher = Some(choice.chosen);
+        p.record.teacher_scores = choice.scores;
+    }
+    Ok(())
 }
 
 /// Everything about a run besides its config.
@@ -191,10 +298,17 @@ pub fn train(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Manifest, TrainError> {
     cfg.validate().map_err(TrainError::Config)?;
-    if !cfg.bc.teacher.is_empty() {
+    let teachers: Vec<&String> = if cfg.bc.teacher == REPLAY_TEACHER {
+        cfg.bc.candidates.iter().collect()
+    } else {
+        std::iter::once(&cfg.bc.teacher)
+            .filter(|t| !t.is_empty())
+            .collect()
+    };
+    for teacher in teachers {
         let empty = lachesis_env::job::Trace::new("check", Vec::new(), Vec::new(), Vec::new())
             .map_err(|e| TrainError::Config(format!("bc.teacher: {e}")))?;
-        build_teacher(&cfg.bc.teacher, &empty)
+        build_teacher(teacher, &empty)
             .map_err(|e| TrainError::Config(format!("bc.teacher: {e}")))?;
     }
     for b in &cfg.eval.baselines {
@@ -203,7 +317,7 @@ pub fn train(
     }
     let started = Instant::now();
     std::fs::create_dir_all(out).map_err(io(out))?;
-    let prepared = prepare(cfg, datasets)?;
+    let mut prepared = prepare(cfg, datasets)?;
     let device = Device::flex().autodiff();
     let threads = if cfg.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -240,6 +354,9 @@ pub fn train(
         })
         .collect::<Result<_, TrainError>>()?;
 
+    if !cfg.bc.teacher.is_empty() {
+        choose_teachers(cfg, &mut prepared, threads, progress)?;
+    }
     let mut run = ppo_loop::Run::start(cfg, &prepared, out, options, &device, threads)?;
     if !run.resumed() && !cfg.bc.teacher.is_empty() {
         run.behaviour_clone(progress, &mut tb)?;
@@ -313,4 +430,62 @@ pub(crate) fn fresh_model(cfg: &TrainConfig, device: &Device) -> Scorer {
     ScorerConfig::new()
         .with_hidden(cfg.model.hidden)
         .init(device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lachesis_env::cluster::load_cluster;
+    use lachesis_env::job::{JobKind, JobSpec, Qos, TaskRequest};
+    use lachesis_env::units::{JobId, SimTime, TenantId};
+
+    /// 160 one-GPU jobs arriving every `gap_s` on a 4-GPU node, with run times `run_s(i)`.
+    fn units(gap_s: u64, run_s: impl Fn(usize) -> u64) -> Vec<EvalUnit> {
+        let jobs: Vec<JobSpec> = (0..160)
+            .map(|i| JobSpec {
+                id: JobId(0),
+                name: format!("j{i}"),
+                submit: SimTime::from_secs(i as u64 * gap_s),
+                tasks: 1,
+                task: TaskRequest::whole(1, 1000, 1024),
+                gpu_types: Vec::new(),
+                tenant: TenantId(0),
+                priority: 0,
+                qos: Qos::LatencySensitive,
+                preemptible: true,
+                kind: JobKind::Training,
+                estimate: None,
+            })
+            .collect();
+        let durations = (0..160).map(|i| SimTime::from_secs(run_s(i))).collect();
+        let trace = Trace::new("constructed", jobs, durations, vec!["t".into()]).unwrap();
+        vec![EvalUnit {
+            trace: Arc::new(trace),
+            cluster: Arc::new(load_cluster("1x4:V100").unwrap()),
+            seed: 0,
+            label: "constructed".into(),
+        }]
+    }
+
+    #[test]
+    fn replay_picks_the_heuristic_that_wins_on_the_history() {
+        let candidates: Vec<String> = ["tiresias/best-fit/las-preempt", "fifo/best-fit"]
+            .map(String::from)
+            .to_vec();
+        // Run times alike (10 h, +-5%), a job every 2.6 h on 4 GPUs (load ~0.96): LAS's
+        // preemption time-slices them, FIFO runs each to the end. FIFO must win.
+        let alike = units(9_360, |i| 36_000 + (i as u64 * 7_919 % 3_600) - 1_800);
+        let choice = select_teacher(&candidates, &alike, 600.0, 1).unwrap();
+        assert_eq!(choice.chosen, "fifo/best-fit", "{:?}", choice.scores);
+        // Heavy-tailed: every tenth job runs 40 h, the rest 5 min (mean ~4.1 h), a job every
+        // 1.1 h: LAS lets the short jobs pass the long ones. LAS must win.
+        let heavy = units(3_960, |i| if i % 10 == 3 { 144_000 } else { 300 });
+        let choice = select_teacher(&candidates, &heavy, 600.0, 1).unwrap();
+        assert_eq!(
+            choice.chosen, "tiresias/best-fit/las-preempt",
+            "{:?}",
+            choice.scores
+        );
+        assert!(choice.scores.iter().all(|(_, s)| s.is_finite()));
+    }
 }

@@ -248,18 +248,27 @@ impl<'p> Run<'p> {
         tb: &mut SummaryWriter,
     ) -> Result<(), TrainError> {
         let cfg = self.cfg;
-        let teacher_name = &cfg.bc.teacher;
         let mut envs = self.envs(cfg.seed ^ 0xbc)?;
         let total_envs: usize = envs.iter().map(VecEnv::len).sum();
-        let build = |trace: &lachesis_env::job::Trace| {
-            super::build_teacher(teacher_name, trace)
+        // Each trace's environments follow that trace's teacher (chosen by replay or given).
+        let names: Vec<&str> = envs
+            .iter()
+            .zip(self.prepared)
+            .flat_map(|(v, p)| std::iter::repeat_n(p.teacher.as_str(), v.len()))
+            .collect();
+        let build = |g: usize, trace: &lachesis_env::job::Trace| {
+            super::build_teacher(names[g], trace)
                 .map_err(|e| TrainError::Config(format!("bc: {e}")))
         };
         let mut teachers: Vec<Box<dyn Policy>> = envs
             .iter()
             .flat_map(|v| (0..v.len()).map(move |i| v.env(i).trace()))
-            .map(build)
+            .enumerate()
+            .map(|(g, t)| build(g, t))
             .collect::<Result<_, _>>()?;
+        let mut distinct: Vec<&str> = names.clone();
+        distinct.dedup();
+        let teacher_name = distinct.join(", ");
         let mut obs: Vec<Observation> = Vec::new();
         for v in &mut envs {
             obs.extend(v.reset().map_err(|e| TrainError::Env(e.to_string()))?);
@@ -299,7 +308,7 @@ impl<'p> Run<'p> {
                     if done {
                         // The environment moved on to a new window (an oracle teacher reads
                         // that window's durations).
-                        teachers[g] = build(v.env(i).trace())?;
+                        teachers[g] = build(g, v.env(i).trace())?;
                     }
                 }
                 offset += n;

@@ -23,7 +23,7 @@ mod workload;
 
 pub use config::SimConfig;
 pub use engine::{Progress, SimError, SimResult, Simulator};
-pub use workload::{SizingRule, WorkloadError, parse_window, scale_to_load};
+pub use workload::{SizingRule, WorkloadError, parse_window, respread_durations, scale_to_load};
 
 #[cfg(test)]
 mod tests;

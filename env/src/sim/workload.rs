@@ -1,7 +1,7 @@
 //! Shaping the workload before a run: trace windows and load scaling.
 
 use crate::cluster::ClusterSpec;
-use crate::job::Trace;
+use crate::job::{JobSpec, Trace};
 use crate::units::{SimTime, parse_duration};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -16,6 +16,8 @@ pub enum WorkloadError {
         "cannot scale to a load: the trace offers no load on this cluster (one job, or all at one instant)"
     )]
     NoLoad,
+    #[error("duration spread {0}: expected a finite exponent >= 0")]
+    BadSpread(f64),
 }
 
 /// Parses `FROM..TO` (durations since the trace's time origin, e.g. `10d..12d`, `0..3600`;
@@ -64,6 +66,44 @@ pub fn scale_to_load(
         let offset = t.saturating_sub(first).ms() as f64 * factor;
         first.saturating_add(SimTime((offset.round()) as u64))
     }))
+}
+
+/// The same jobs with their run times pulled towards (or pushed from) the window's median on
+/// a log scale: `d' = m (d / m)^spread`, `m` the median run time. `spread` 1 keeps the trace;
+/// below 1 the run times grow alike (at 0 every job runs `m`: the regime where FIFO and SJF
+/// beat least-attained-service), above 1 their tail grows heavier. The order of run times is
+/// kept, and user estimates are mapped the same way. For training that covers regimes no
+/// single trace shows (domain randomisation); scale the load afterwards.
+pub fn respread_durations(trace: &Trace, spread: f64) -> Result<Trace, WorkloadError> {
+    if !(spread.is_finite() && spread >= 0.0) {
+        return Err(WorkloadError::BadSpread(spread));
+    }
+    let mut sorted: Vec<u64> = trace.true_durations().iter().map(|d| d.ms()).collect();
+    sorted.sort_unstable();
+    let Some(&median) = sorted.get(sorted.len() / 2) else {
+        return Ok(trace.clone());
+    };
+    let m = median.max(1) as f64;
+    let map = |d: SimTime| -> SimTime {
+        let ms = d.ms().max(1) as f64;
+        SimTime((m * (ms / m).powf(spread)).round().clamp(1.0, 1e15) as u64)
+    };
+    let jobs = trace
+        .jobs()
+        .iter()
+        .map(|j| JobSpec {
+            estimate: j.estimate.map(map),
+            ..j.clone()
+        })
+        .collect();
+    let durations = trace.true_durations().iter().map(|d| map(*d)).collect();
+    Ok(Trace::new(
+        trace.name.clone(),
+        jobs,
+        durations,
+        trace.tenants().to_vec(),
+    )
+    .expect("the same jobs with other run times are as valid"))
 }
 
 /// How to size a cluster for a trace that names none (ITP, Helios/Philly-like logs).
@@ -162,6 +202,35 @@ impl SizingRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn respreading_pulls_run_times_to_the_median_and_keeps_their_order() {
+        use crate::job::TaskRequest;
+        use crate::job::tests::job;
+        // Run times 100 s, 400 s, 1600 s (median 400 s), the first with a 200 s estimate.
+        let mut jobs: Vec<_> = (0..3)
+            .map(|i| job(&format!("j{i}"), i, TaskRequest::whole(1, 1000, 1024)))
+            .collect();
+        jobs[0].estimate = Some(SimTime::from_secs(200));
+        let durations = [100, 400, 1600].map(SimTime::from_secs).to_vec();
+        let t = Trace::new("t", jobs, durations, vec!["a".into()]).unwrap();
+        let secs =
+            |t: &Trace| -> Vec<u64> { t.true_durations().iter().map(|d| d.ms() / 1000).collect() };
+        // spread 1/2: 400 x (1/4)^(1/2) = 200, 400, 400 x 4^(1/2) = 800.
+        let half = respread_durations(&t, 0.5).unwrap();
+        assert_eq!(secs(&half), [200, 400, 800]);
+        // The estimate maps the same way: 400 x (1/2)^(1/2) = 282.8 s.
+        assert_eq!(half.jobs()[0].estimate, Some(SimTime(282_843)));
+        // 0: every job runs the median; 2: the tail squared.
+        assert_eq!(secs(&respread_durations(&t, 0.0).unwrap()), [400, 400, 400]);
+        assert_eq!(secs(&respread_durations(&t, 2.0).unwrap()), [25, 400, 6400]);
+        assert_eq!(
+            secs(&respread_durations(&t, 1.0).unwrap()),
+            [100, 400, 1600]
+        );
+        assert!(respread_durations(&t, -1.0).is_err());
+        assert!(respread_durations(&t, f64::NAN).is_err());
+    }
 
     #[test]
     fn sizing_holds_the_largest_job_and_meets_the_load() {
