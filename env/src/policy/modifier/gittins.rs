@@ -25,7 +25,7 @@ use super::super::Decision;
 use super::super::context::DecisionContext;
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
-use super::{Room, VictimPools, fits_after_freeing, placed, preempt_and_place, shortest_prefix};
+use super::{VictimPools, placed, preempt_and_place, prefix_victims};
 use crate::policy::order::{GittinsConfig, GittinsEstimator, Score};
 use crate::units::JobId;
 
@@ -99,15 +99,7 @@ impl GittinsPreempt {
             .filter(|(_, v)| ctx.job(*v).qos >= job.qos)
             .map(|(_, v)| *v)
             .collect();
-        if victims.is_empty() {
-            return None;
-        }
-        let room = Room::new(planner.state(), job);
-        if fits_after_freeing(planner, placer, &room, job, &[]) {
-            return None;
-        }
-        let k = shortest_prefix(planner, placer, &room, job, &victims)?;
-        Some(victims[..k].to_vec())
+        prefix_victims(planner, placer, job, victims)
     }
 }
 

@@ -173,6 +173,27 @@ fn shortest_prefix(
     found
 }
 
+/// The shortest prefix of `victims` (in the rule's order) whose release lets `job` fit;
+/// `None` when there are none, when it fits without preempting, or when no prefix makes room.
+/// Nothing changes.
+fn prefix_victims(
+    planner: &mut Planner<'_>,
+    placer: &mut dyn Placer,
+    job: &JobSpec,
+    mut victims: Vec<JobId>,
+) -> Option<Vec<JobId>> {
+    if victims.is_empty() {
+        return None;
+    }
+    let room = Room::new(planner.state(), job);
+    if fits_after_freeing(planner, placer, &room, job, &[]) {
+        return None;
+    }
+    let k = shortest_prefix(planner, placer, &room, job, &victims)?;
+    victims.truncate(k);
+    Some(victims)
+}
+
 /// Preempts `victims` and places `job` in their room, for real in this decision: `false` (and
 /// nothing changed) if it does not fit after all (a placer that chooses differently this time).
 fn preempt_and_place(
