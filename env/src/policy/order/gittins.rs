@@ -252,17 +252,26 @@ impl GittinsEstimator {
     pub fn observe(&mut self, ctx: &DecisionContext<'_>) {
         for &id in ctx.recently_finished() {
             if self.learned.insert(id) {
-                self.record(ctx.job(id), ctx.runtime(id).attained_ms);
+                self.add(ctx.job(id), ctx.runtime(id).attained_ms);
             }
         }
+        self.refresh();
     }
 
     /// Learns that `job` ran for `observed_ms` in all.
     pub fn record(&mut self, job: &JobSpec, observed_ms: u64) {
-        let class = &mut self.classes[gpu_class(job)];
-        class.add(observed_ms);
-        class.refresh();
+        self.add(job, observed_ms);
+        self.refresh();
+    }
+
+    fn add(&mut self, job: &JobSpec, observed_ms: u64) {
+        self.classes[gpu_class(job)].add(observed_ms);
         self.all.add(observed_ms);
+    }
+
+    /// Rebuilds the atoms of the histograms that changed, once for all the jobs just learned.
+    fn refresh(&mut self) {
+        self.classes.iter_mut().for_each(Histogram::refresh);
         self.all.refresh();
     }
 
