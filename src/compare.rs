@@ -6,7 +6,7 @@ use crate::simulate::{load_trace, policy_config, policy_options, resolve_cluster
 use anyhow::{Context, Result, bail, ensure};
 use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
-use lachesis_env::metrics::paired::{Better, Paired, paired};
+use lachesis_env::metrics::paired::{Better, Paired, captured_share, paired};
 use lachesis_env::metrics::{Summary, TimelineRow};
 use lachesis_env::policy::PolicyConfig;
 use lachesis_env::sim::{SimConfig, Simulator, scale_to_load};
@@ -360,6 +360,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let reports = metric_reports(&runs, &args.policies, base_idx, units.len(), args.resamples);
     let verdict = verdict(&runs, &args.policies, units.len(), args.resamples);
+    let captured_gap = captured_gap(&runs, &args.policies, units.len(), args.resamples);
     let wall_s = started.elapsed().as_secs_f64();
     let setup = Setup {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -382,6 +383,7 @@ pub fn run(args: &Args) -> Result<()> {
         threads,
         wall_s,
         verdict,
+        captured_gap,
     };
     crate::report::write(
         &args.out,
@@ -393,6 +395,9 @@ pub fn run(args: &Args) -> Result<()> {
     out!("{}", terminal_table(&setup, &reports));
     if let Some(v) = &setup.verdict {
         outln!("\n{v}");
+    }
+    for line in &setup.captured_gap {
+        outln!("{line}");
     }
     outln!("report: {}", args.out.join("report.md").display());
     Ok(())
@@ -577,6 +582,60 @@ fn verdict(runs: &[Run], policies: &[String], units: usize, resamples: usize) ->
     ))
 }
 
+/// For each learned policy (`rl:`), the share of the distance from the best heuristic (the
+/// lowest mean average JCT among policies neither learned nor oracle) to the best oracle bound
+/// that it closes, with its bootstrap interval over units (`captured_share`). The bound, per
+/// unit, is the best oracle policy's average JCT where the comparison runs one (`*-oracle`,
+/// which know true durations), else the average-JCT lower bound (each job's run time alone).
+fn captured_gap(runs: &[Run], policies: &[String], units: usize, resamples: usize) -> Vec<String> {
+    let jct = |p: usize| unit_values(runs, policies.len(), units, &METRICS[0], p);
+    debug_assert_eq!(METRICS[1].key, "min_avg_jct_s");
+    let learned = |p: &String| p.starts_with("rl:");
+    let oracle = |p: &String| p.contains("-oracle");
+    let best = |keep: &dyn Fn(&String) -> bool| {
+        (0..policies.len())
+            .filter(|p| keep(&policies[*p]))
+            .map(|p| (p, lachesis_env::metrics::mean(&jct(p))))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let Some((h, h_mean)) = best(&|p| !learned(p) && !oracle(p)) else {
+        return Vec::new();
+    };
+    let (bound, bound_name) = match best(&|p| oracle(p)) {
+        Some((o, _)) => (jct(o), format!("`{}`", policies[o])),
+        None => (
+            unit_values(runs, policies.len(), units, &METRICS[1], h),
+            "the average-JCT lower bound".to_string(),
+        ),
+    };
+    let b_mean = lachesis_env::metrics::mean(&bound);
+    (0..policies.len())
+        .filter(|p| learned(&policies[*p]))
+        .map(|m| {
+            let name = &policies[m];
+            match captured_share(&jct(h), &jct(m), &bound, resamples, 11) {
+                Some(s) => format!(
+                    "captured gap: {name} closes {:.1}% [95% CI {:.1}, {:.1}] of the distance \
+                     from the best heuristic {} ({} s) to {bound_name} ({} s)",
+                    100.0 * s.share,
+                    100.0 * s.ci_low,
+                    100.0 * s.ci_high,
+                    policies[h],
+                    fmt_num(h_mean),
+                    fmt_num(b_mean),
+                ),
+                None => format!(
+                    "captured gap: none to capture: the best heuristic {} ({} s) is at \
+                     {bound_name} ({} s)",
+                    policies[h],
+                    fmt_num(h_mean),
+                    fmt_num(b_mean),
+                ),
+            }
+        })
+        .collect()
+}
+
 /// The run's setup, for the report's header (read back by `lachesis report`).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Setup {
@@ -599,6 +658,9 @@ pub struct Setup {
     /// comparison.json so `lachesis report` writes the same page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
+    /// Each learned policy's captured share of the gap (`captured_gap`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub captured_gap: Vec<String>,
 }
 
 /// Views handed to the report writer (kept apart so it does not depend on this module's

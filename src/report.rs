@@ -191,6 +191,10 @@ fn header(setup: &Setup) -> String {
         .verdict
         .as_ref()
         .map_or(String::new(), |v| format!("- {v}\n"));
+    let verdict = setup
+        .captured_gap
+        .iter()
+        .fold(verdict, |acc, line| acc + &format!("- {line}\n"));
     let loads: Vec<String> = setup
         .loads
         .iter()

@@ -7,7 +7,8 @@ use crate::simulate::{load_trace, resolve_cluster};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lachesis_agent::manifest::{CARD_FILE, Manifest};
-use lachesis_agent::train::{Dataset, Progress, RunOptions, TrainConfig, train};
+use lachesis_agent::train::config::DataConfig;
+use lachesis_agent::train::{Dataset, Progress, REPLAY_TEACHER, RunOptions, TrainConfig, train};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -16,8 +17,21 @@ use std::sync::Arc;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Training config (TOML; see `models/default/train.toml`).
-    #[arg(long)]
-    pub config: PathBuf,
+    #[arg(long, required_unless_present = "trace")]
+    pub config: Option<PathBuf>,
+    /// Start from this trained model's weights (fine-tuning). Without --config, with --trace:
+    /// the quick recipe, its recorded training config on your trace (docs/training.md).
+    #[arg(long = "from", value_name = "MODEL_DIR")]
+    pub from: Option<PathBuf>,
+    /// The quick recipe's trace: your cluster's own history (needs --from; no --config).
+    #[arg(long, requires = "from", conflicts_with = "config")]
+    pub trace: Option<PathBuf>,
+    /// The quick recipe's trace format (default: detected from the header).
+    #[arg(long, requires = "trace")]
+    pub format: Option<String>,
+    /// The quick recipe's cluster: a preset, a shape, a TOML cluster file or `auto`.
+    #[arg(long, requires = "trace", default_value = "auto")]
+    pub cluster: String,
     /// Override a config field, e.g. `--set ppo.total_steps=20000` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
@@ -34,10 +48,10 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["resume", "no_card"])]
     pub card_only: bool,
     /// Validation windows per trace for the model card's comparison.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = CARD_WINDOWS)]
     pub card_windows: usize,
     /// Offered loads of the model card's comparison.
-    #[arg(long, value_delimiter = ',', default_value = "0.8,0.9,1.0,1.1")]
+    #[arg(long, value_delimiter = ',', default_value = CARD_LOADS)]
     pub card_loads: Vec<f64>,
     /// Seeds per window and load for the model card's comparison. The simulator draws nothing
     /// at random for deterministic policies, so extra seeds would only repeat their units and
@@ -48,6 +62,11 @@ pub struct Args {
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
+
+/// The model card's comparison: validation windows per trace, offered loads (as `f64`
+/// prints them, so that `reproduce` can tell a default from a choice).
+const CARD_WINDOWS: usize = 8;
+const CARD_LOADS: &str = "0.8,0.9,1,1.1";
 
 /// The baselines a model card compares against: every heuristic family of the library.
 pub const CARD_BASELINES: &[&str] = &[
@@ -67,11 +86,7 @@ pub const CARD_BASELINES: &[&str] = &[
 ];
 
 pub fn run(args: &Args) -> Result<()> {
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("reading {}", args.config.display()))?;
-    let cfg = TrainConfig::parse(&text, &args.set)
-        .map_err(anyhow::Error::msg)
-        .with_context(|| format!("{}: invalid training config", args.config.display()))?;
+    let cfg = resolve_config(args)?;
     let manifest = if args.card_only {
         Manifest::read(&args.out)?
     } else {
@@ -151,7 +166,7 @@ pub fn run(args: &Args) -> Result<()> {
             part: Some("validation".into()),
             duration_spread: (d.spread != 1.0).then_some(d.spread),
             windows: args.card_windows,
-            window_jobs: cfg.windows.jobs,
+            window_jobs: cfg.validation_window_jobs(),
             load: args.card_loads.iter().map(|l| l.to_string()).collect(),
             tick: Some("10m".into()),
             policy_config: None,
@@ -175,7 +190,7 @@ pub fn run(args: &Args) -> Result<()> {
             cfg.split.train,
             cfg.split.validation,
             args.card_windows,
-            cfg.windows.jobs,
+            cfg.validation_window_jobs(),
             compare.load.join(","),
             args.card_seeds,
             args.out.display(),
@@ -191,6 +206,96 @@ pub fn run(args: &Args) -> Result<()> {
     write_card(args, &cfg, &manifest, &headroom, &sections)?;
     outln!("model card: {}", args.out.join(CARD_FILE).display());
     Ok(())
+}
+
+/// The run's config: `--config` with its overrides (and `--from` as `init`), or the quick
+/// fine-tuning recipe (`quick_recipe`) on `--trace`.
+fn resolve_config(args: &Args) -> Result<TrainConfig> {
+    let mut cfg = if let Some(path) = &args.config {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        TrainConfig::parse(&text, &args.set)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("{}: invalid training config", path.display()))?
+    } else {
+        let (Some(from), Some(trace)) = (&args.from, &args.trace) else {
+            anyhow::bail!("give --config FILE, or --from MODEL_DIR with --trace FILE");
+        };
+        let manifest = Manifest::read(from)?;
+        let base = TrainConfig::parse(&manifest.training.config, &[])
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("{}: the model's recorded training config", from.display()))?;
+        let jobs = load_trace(trace, args.format.as_deref())?.len();
+        let data = DataConfig {
+            trace: trace.display().to_string(),
+            format: args.format.clone(),
+            cluster: args.cluster.clone(),
+            spread: 1.0,
+        };
+        let quick = quick_recipe(base, data, jobs);
+        TrainConfig::parse(&quick.to_toml(), &args.set)
+            .map_err(anyhow::Error::msg)
+            .context("the quick recipe with --set")?
+    };
+    if let Some(from) = &args.from {
+        cfg.init = from.display().to_string();
+    }
+    Ok(cfg)
+}
+
+/// Fine-tuning on one operator's history, in minutes: the base model's own environment,
+/// model and reward (so its weights read the same features), the teacher chosen by replay
+/// on the trace's training part, a short cloning pass and a short PPO run, validation on
+/// windows as long as the validation part allows (at most the base's).
+fn quick_recipe(mut cfg: TrainConfig, data: DataConfig, trace_jobs: usize) -> TrainConfig {
+    let part = |f: f64| (trace_jobs as f64 * f) as usize;
+    cfg.data = vec![data];
+    cfg.bc.teacher = REPLAY_TEACHER.into();
+    cfg.bc.samples = 8_000;
+    cfg.bc.epochs = 4;
+    cfg.bc.lr = 3e-4;
+    cfg.ppo.total_steps = 20_000;
+    cfg.ppo.num_envs = 4;
+    cfg.eval.every = 5;
+    cfg.eval.windows = 2;
+    cfg.windows.jobs = cfg.windows.jobs.min(part(cfg.split.train).max(1));
+    cfg.eval.window_jobs = cfg
+        .validation_window_jobs()
+        .min(part(cfg.split.validation).max(1));
+    cfg
+}
+
+/// The command that reproduces this run, as the card quotes it.
+fn reproduce(args: &Args) -> String {
+    let mut c = String::from("lachesis train");
+    if let Some(p) = &args.config {
+        c += &format!(" --config {}", p.display());
+    }
+    if let Some(p) = &args.from {
+        c += &format!(" --from {}", p.display());
+    }
+    if let Some(p) = &args.trace {
+        c += &format!(" --trace {} --cluster {}", p.display(), args.cluster);
+        if let Some(f) = &args.format {
+            c += &format!(" --format {f}");
+        }
+    }
+    for o in &args.set {
+        c += &format!(" --set {o}");
+    }
+    c += &format!(" --out {}", args.out.display());
+    if args.card_windows != CARD_WINDOWS {
+        c += &format!(" --card-windows {}", args.card_windows);
+    }
+    let loads: Vec<String> = args.card_loads.iter().map(f64::to_string).collect();
+    let loads = loads.join(",");
+    if loads != CARD_LOADS {
+        c += &format!(" --card-loads {loads}");
+    }
+    if args.card_seeds != 1 {
+        c += &format!(" --card-seeds {}", args.card_seeds);
+    }
+    c
 }
 
 /// One trace's line of the card's summary, read back from its `comparison.json` (the model
@@ -292,22 +397,9 @@ fn write_card(
         manifest.feature_schema_version
     )?;
     writeln!(s, "## Training\n")?;
-    writeln!(
-        s,
-        "- reproduce: `lachesis train --config {} --out {}`",
-        args.config.display(),
-        args.out.display()
-    )?;
-    if !args.set.is_empty() {
-        writeln!(
-            s,
-            "  with `{}`",
-            args.set
-                .iter()
-                .map(|o| format!("--set {o}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        )?;
+    writeln!(s, "- reproduce: `{}`", reproduce(args))?;
+    if !cfg.init.is_empty() {
+        writeln!(s, "- fine-tuned from: `{}`", cfg.init)?;
     }
     writeln!(s, "- git revision: `{}`", t.git_revision)?;
     writeln!(s, "- seed: {}", t.seed)?;

@@ -242,7 +242,7 @@ fn the_default_comparison_shows_the_model_against_the_heuristics_at_contention()
     // The verdict: the last line before the report's path, naming the policy with the lowest
     // mean and the runner-up, with the paired interval.
     let lines: Vec<&str> = stdout.lines().collect();
-    let verdict = lines[lines.len() - 2];
+    let verdict = lines[lines.len() - 3];
     let mut order: Vec<usize> = (0..means.len()).collect();
     order.sort_by(|a, b| means[*a].total_cmp(&means[*b]));
     let (won, next) = (policies[order[0]], policies[order[1]]);
@@ -255,6 +255,35 @@ fn the_default_comparison_shows_the_model_against_the_heuristics_at_contention()
     assert!(verdict.contains(" of 36 units"), "{verdict}");
     let md = fs::read_to_string(out.join("report.md")).expect("report.md readable");
     assert!(md.contains(&format!("- {verdict}\n")), "{md}");
+
+    // The captured gap: the model's share of the distance from the best heuristic to the
+    // lower bound (no oracle runs here), the ratio of the means' differences.
+    let gap = lines[lines.len() - 2];
+    let h = (1..means.len())
+        .min_by(|a, b| means[*a].total_cmp(&means[*b]))
+        .expect("heuristics");
+    let bound = json["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["key"] == "min_avg_jct_s")
+        .expect("the lower bound")["policies"][0]["mean"]
+        .as_f64()
+        .expect("a mean");
+    let share = 100.0 * (means[h] - means[0]) / (means[h] - bound);
+    assert!(
+        gap.starts_with(&format!(
+            "captured gap: rl:models/default closes {share:.1}% [95% CI "
+        )),
+        "{gap} (expected {share:.1}%)"
+    );
+    assert!(
+        gap.contains(&format!("from the best heuristic {} (", policies[h]))
+            && gap.contains("to the average-JCT lower bound ("),
+        "{gap}"
+    );
+    assert!(md.contains(&format!("- {gap}\n")), "{md}");
+    assert_eq!(json["setup"]["captured_gap"][0], gap);
 }
 
 /// Policies that run identically (`sjf` and `srtf` on a trace without runtime estimates) share

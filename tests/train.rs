@@ -186,6 +186,111 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
     );
     let md = fs::read_to_string(report.join("report.md")).expect("readable");
     assert!(md.contains(&format!("`{policy}`")));
+
+    fine_tuning_starts_from_the_model_and_writes_its_own_card(&dir, &model);
+}
+
+/// The quick recipe (`--from MODEL --trace FILE`): the model's weights are the start (with
+/// no teacher and no PPO the result is the model itself), the teacher is chosen by replay on
+/// the trace, the card says where it started; a mismatched config is refused by name.
+fn fine_tuning_starts_from_the_model_and_writes_its_own_card(
+    dir: &std::path::Path,
+    base: &std::path::Path,
+) {
+    let base_s = base.to_str().expect("UTF-8");
+    let same = dir.join("same");
+    let out = lachesis(&[
+        "train",
+        "--from",
+        base_s,
+        "--trace",
+        "traces/itp/cluster10.csv",
+        "--cluster",
+        "3x8:V100",
+        "--out",
+        same.to_str().expect("UTF-8"),
+        "--set",
+        "bc.teacher=\"\"",
+        "--set",
+        "ppo.total_steps=0",
+        "--no-card",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        fs::read(same.join("model.bpk")).expect("readable"),
+        fs::read(base.join("model.bpk")).expect("readable"),
+        "no cloning and no PPO leave the starting weights as they were"
+    );
+
+    let mine = dir.join("mine");
+    let out = lachesis(&[
+        "train",
+        "--from",
+        base_s,
+        "--trace",
+        "traces/itp/cluster10.csv",
+        "--cluster",
+        "3x8:V100",
+        "--out",
+        mine.to_str().expect("UTF-8"),
+        "--set",
+        "bc.samples=300",
+        "--set",
+        "ppo.total_steps=256",
+        "--set",
+        "bc.replay_windows=1",
+        "--card-windows",
+        "1",
+        "--card-loads",
+        "1.0",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(mine.join("manifest.json")).expect("readable"))
+            .expect("JSON");
+    assert_eq!(manifest["training"]["teacher"], "replay");
+    let chosen = &manifest["training"]["data"][0]["teacher"];
+    assert!(chosen.as_str().is_some_and(|t| !t.is_empty()), "{manifest}");
+    let config = manifest["training"]["config"].as_str().expect("recorded");
+    assert!(config.contains(&format!("init = \"{base_s}\"")), "{config}");
+    let card = fs::read_to_string(mine.join("MODEL_CARD.md")).expect("readable");
+    for needle in [
+        format!("- fine-tuned from: `{base_s}`"),
+        format!("--from {base_s} --trace traces/itp/cluster10.csv --cluster 3x8:V100"),
+        "--card-windows 1 --card-loads 1".to_string(),
+        "| `traces/itp/cluster10.csv` | `".to_string(),
+    ] {
+        assert!(card.contains(&needle), "the card lacks {needle}:\n{card}");
+    }
+
+    let out = lachesis(&[
+        "train",
+        "--from",
+        base_s,
+        "--trace",
+        "traces/itp/cluster10.csv",
+        "--out",
+        dir.join("bad").to_str().expect("UTF-8"),
+        "--set",
+        "model.hidden=8",
+        "--quiet",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("init: ") && stderr.contains("model.hidden"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -22,6 +22,10 @@ pub struct TrainConfig {
     pub eval: EvalConfig,
     /// Worker threads for the environments and evaluation (0 = every core).
     pub threads: usize,
+    /// A trained model directory to start from (fine-tuning): its weights replace the fresh
+    /// initialisation; its feature schema, `model` and `env` must be this config's. Empty: a
+    /// fresh model.
+    pub init: String,
 }
 
 /// One trace and the cluster it runs on (resolved by the command line: a preset, a shape,
@@ -147,6 +151,9 @@ pub struct EvalConfig {
     pub every: u64,
     /// Validation windows per trace.
     pub windows: usize,
+    /// Jobs per validation window, here and in the model card's comparisons (0: `windows.jobs`).
+    /// Long windows that stay contended measure what a scheduler decides; short ones drain.
+    pub window_jobs: usize,
     pub loads: Vec<f64>,
     pub seeds: u64,
     /// Heuristics evaluated once on the same units, for the table and the TensorBoard text.
@@ -173,6 +180,7 @@ impl Default for TrainConfig {
             ppo: PpoConfig::default(),
             eval: EvalConfig::default(),
             threads: 0,
+            init: String::new(),
         }
     }
 }
@@ -252,6 +260,7 @@ impl Default for EvalConfig {
         EvalConfig {
             every: 5,
             windows: 4,
+            window_jobs: 0,
             loads: vec![0.8, 1.1],
             seeds: 1,
             baselines: vec![
@@ -265,6 +274,15 @@ impl Default for EvalConfig {
 }
 
 impl TrainConfig {
+    /// Jobs per validation window (`eval.window_jobs`, else `windows.jobs`).
+    pub fn validation_window_jobs(&self) -> usize {
+        if self.eval.window_jobs == 0 {
+            self.windows.jobs
+        } else {
+            self.eval.window_jobs
+        }
+    }
+
     /// Parses TOML text after applying `overrides` (`path.to.field=value`, the value in TOML
     /// syntax; a bare word is taken as a string). Errors name the field.
     pub fn parse(text: &str, overrides: &[String]) -> Result<Self, String> {

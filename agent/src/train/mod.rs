@@ -120,7 +120,8 @@ fn prepare(cfg: &TrainConfig, datasets: &[Dataset]) -> Result<Vec<Prepared>, Tra
                 );
             }
         }
-        let val_windows = window_pool(&split.validation, jobs, cfg.eval.windows, seed ^ 0xdead)
+        let val_jobs = cfg.validation_window_jobs();
+        let val_windows = window_pool(&split.validation, val_jobs, cfg.eval.windows, seed ^ 0xdead)
             .map_err(|e| data_err(format!("validation split: {e}")))?;
         let mut validation = Vec::new();
         for (w, window) in val_windows.iter().enumerate() {
@@ -430,6 +431,34 @@ pub(crate) fn fresh_model(cfg: &TrainConfig, device: &Device) -> Scorer {
     ScorerConfig::new()
         .with_hidden(cfg.model.hidden)
         .init(device)
+}
+
+/// The weights of the model in `cfg.init`, to fine-tune: its manifest must match this build
+/// (`Manifest::read`) and this config's `model` and `env`, or the weights would read other
+/// candidates than they were trained on.
+pub(crate) fn init_model(cfg: &TrainConfig, device: &Device) -> Result<Scorer, TrainError> {
+    let dir = Path::new(&cfg.init);
+    let manifest = Manifest::read(dir)?;
+    let mismatch = |what: &str| {
+        TrainError::Config(format!(
+            "init: {}: the model was trained with another {what}; fine-tune with its own (the \
+             `{what}` of its manifest.json)",
+            dir.display()
+        ))
+    };
+    if manifest.hidden != cfg.model.hidden {
+        return Err(mismatch("model.hidden"));
+    }
+    if manifest.env != cfg.env {
+        return Err(mismatch("env"));
+    }
+    let path = dir.join(WEIGHTS_FILE);
+    fresh_model(cfg, device)
+        .try_load_file(&path)
+        .map_err(|e| TrainError::Io {
+            path,
+            message: e.to_string(),
+        })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! it; evaluation and checkpoints along the way.
 
 use super::eval::{EvalUnit, UnitResult, evaluate, relative_jct};
-use super::{Prepared, Progress, TrainConfig, TrainError, fresh_model, io};
+use super::{Prepared, Progress, TrainConfig, TrainError, fresh_model, init_model, io};
 use crate::gae::gae;
 use crate::masked::MaskedCategorical;
 use crate::model::{ObsBatch, Scorer};
@@ -124,7 +124,11 @@ impl<'p> Run<'p> {
         threads: usize,
     ) -> Result<Self, TrainError> {
         device.seed(cfg.seed);
-        let mut model = fresh_model(cfg, device);
+        let mut model = if cfg.init.is_empty() {
+            fresh_model(cfg, device)
+        } else {
+            init_model(cfg, device)?
+        };
         let mut optim = AdamConfig::new().with_epsilon(cfg.ppo.adam_eps).init();
         let mut state = State {
             config: cfg.to_toml(),
