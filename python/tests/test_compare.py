@@ -95,5 +95,5 @@ def test_trace_readers_return_dataframes(trace):
     df = lachesis.read_trace(trace)
     assert df.attrs["format"] == "itp"
     assert len(df) == 260
-    assert {"name", "submit_s", "duration_s"} <= set(df.columns)
-    assert lachesis.policies().part.isin(["order", "place"]).any()
+    assert {"job_id", "submit_s", "duration_s"} <= set(df.columns)
+    assert (lachesis.policies().part == "ordering").any()
