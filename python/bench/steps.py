@@ -2,18 +2,22 @@
 one run, one core, with a trivial agent (the first legal candidate, else wait: the rule
 `lachesis bench env` calls first-legal), and the overhead per step that Python adds.
 
-    python python/bench/steps.py [--window-jobs 256] [--windows 8] [--repeats 5]
+    python python/bench/steps.py [--window-jobs 256] [--windows 16] [--repeats 7]
 
 Run from the repository root with the package installed (`pip install ./python`, a release
-build). Prints medians over the repeats: the Rust `SchedEnv` alone, `SchedulingEnv.step`
-called directly, and through `gymnasium.make` (with its default wrappers).
+build). Each repeat runs the Rust `SchedEnv` alone, then the same episodes through the
+binding `_core.Env`, `SchedulingEnv.step` and `gymnasium.make` (with its default wrappers), so
+that on a loaded machine the ratio to Rust and the overhead per step (each against the Rust
+rate of its own repeat) hold better than the absolute rates. Prints medians over the repeats.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+import timeit
 
 import gymnasium
 import numpy as np
@@ -32,11 +36,12 @@ def first_legal(mask: np.ndarray) -> int:
     return i if head[i] else WAIT
 
 
-def play(env, windows: int, seed: int) -> int:
-    """One episode per window, episode i seeded `seed + i` as the Rust roll-out does."""
+def episodes(env, windows: int, seed: int, reset) -> int:
+    """One episode per window, episode i seeded `seed + i` (`reset(env, i, seed + i)` starts
+    it) and played by `first_legal`: the steps taken."""
     steps = 0
     for i in range(windows):
-        _, info = env.reset(i, seed + i)
+        _, info = reset(env, i, seed + i)
         mask = info["action_mask"]
         while True:
             _, _, terminated, truncated, info = env.step(first_legal(mask))
@@ -47,28 +52,21 @@ def play(env, windows: int, seed: int) -> int:
     return steps
 
 
-def play_gym(env, windows: int, seed: int) -> int:
-    """The same episodes through a `gymnasium.make` environment (reset options pick them)."""
-    steps = 0
-    for i in range(windows):
-        _, info = env.reset(seed=seed + i, options={"window": i})
-        mask = info["action_mask"]
-        while True:
-            _, _, terminated, truncated, info = env.step(first_legal(mask))
-            mask = info["action_mask"]
-            steps += 1
-            if terminated or truncated:
-                break
-    return steps
+def reset_raw(env, window: int, seed: int):
+    """`_core.Env`: the window and the simulation seed as the Rust roll-out gives them."""
+    return env.reset(window, seed)
 
 
-def timed(fn, repeats: int) -> "tuple[float, int]":
-    rates, steps = [], 0
-    for _ in range(repeats):
-        started = time.perf_counter()
-        steps = fn()
-        rates.append(steps / (time.perf_counter() - started))
-    return statistics.median(rates), steps
+def reset_gym(env, window: int, seed: int):
+    """A Gymnasium environment: the window by the reset options (the simulation seed is drawn
+    from `seed`, so episodes may differ from the Rust ones in their randomness, not length)."""
+    return env.reset(seed=seed, options={"window": window})
+
+
+def rate(fn) -> "tuple[float, int]":
+    started = time.perf_counter()
+    steps = fn()
+    return steps / (time.perf_counter() - started), steps
 
 
 def main() -> None:
@@ -76,42 +74,64 @@ def main() -> None:
     p.add_argument("--trace", default="traces/itp/cluster10.csv")
     p.add_argument("--cluster", default="auto")
     p.add_argument("--window-jobs", type=int, default=256)
-    p.add_argument("--windows", type=int, default=8)
+    p.add_argument("--windows", type=int, default=16)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=7)
     a = p.parse_args()
-    kw = dict(window_jobs=a.window_jobs, windows=a.windows, seed=a.seed, config=_config_json(None))
-    raw = _core.Env(a.trace, a.cluster, **kw)
-    rust_rates, rust_steps = _core.rust_steps_per_s(
-        a.trace, a.cluster, repeats=a.repeats, **kw
+    setting = _core.Setting(
+        a.trace, a.cluster, window_jobs=a.window_jobs, windows=a.windows, seed=a.seed,
+        config=_config_json(None),
     )
-    rust = statistics.median(rust_rates)
-    py, py_steps = timed(lambda: play(raw, a.windows, a.seed), a.repeats)
-    assert py_steps == rust_steps, (py_steps, rust_steps)  # the same episodes, step for step
-    env = gymnasium.make(
+    raw = _core.Env(setting)
+    sched = SchedulingEnv(a.trace, a.cluster, window_jobs=a.window_jobs, windows=a.windows,
+                          window_seed=a.seed)
+    made = gymnasium.make(
         ENV_ID, trace=a.trace, cluster=a.cluster, window_jobs=a.window_jobs,
         windows=a.windows, window_seed=a.seed,
     )
-    wrapped, _ = timed(lambda: play_gym(env, a.windows, a.seed), a.repeats)
-    sched = SchedulingEnv(a.trace, a.cluster, window_jobs=a.window_jobs, windows=a.windows,
-                          window_seed=a.seed)
-    direct, _ = timed(lambda: play_gym(sched, a.windows, a.seed), a.repeats)
+    runs = {
+        "_core.Env (the binding)": lambda: episodes(raw, a.windows, a.seed, reset_raw),
+        "SchedulingEnv.step": lambda: episodes(sched, a.windows, a.seed, reset_gym),
+        "gymnasium.make(...).step": lambda: episodes(made, a.windows, a.seed, reset_gym),
+    }
+    for fn in runs.values():  # warm-up: caches, NumPy's and Gymnasium's first calls
+        fn()
+    # Side by side: in every repeat the Rust environment alone, then each Python way in turn,
+    # on the same episodes, so that a loaded machine slows them alike; each Python rate is
+    # set against the Rust rate of its own repeat.
+    rust_rates, ratios, overheads = [], {n: [] for n in runs}, {n: [] for n in runs}
+    py_rates = {n: [] for n in runs}
+    for _ in range(a.repeats):
+        rates, rust_steps = _core.rust_steps_per_s(setting, seed=a.seed, repeats=1)
+        rust = rates[0]
+        rust_rates.append(rust)
+        for name, fn in runs.items():
+            r, steps = rate(fn)
+            assert steps == rust_steps, (name, steps, rust_steps)  # the same decisions
+            py_rates[name].append(r)
+            ratios[name].append(r / rust)
+            overheads[name].append(1e6 / r - 1e6 / rust)
+    med = statistics.median
+    # The agent's own share of the overhead: Rust's first-legal rule costs next to nothing.
+    _, info = raw.reset(0, a.seed)
+    mask, calls = info["action_mask"], 100_000
+    agent_us = timeit.timeit(lambda: first_legal(mask), number=calls) / calls * 1e6
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"{a.trace} on {a.cluster}: {a.windows} episodes of {a.window_jobs}-job windows, "
-        f"{rust_steps} steps per repeat, first-legal agent, one core, medians of {a.repeats}"
+        f"{rust_steps} steps per repeat, first-legal agent, one core, medians of {a.repeats} "
+        f"repeats (1-min load average {load:.2f})"
     )
-    us = lambda rate: 1e6 / rate  # noqa: E731
-    print(f"  Rust SchedEnv (no Python)          {rust:>9.0f} steps/s  {us(rust):6.2f} us/step")
-    for name, rate in [
-        ("_core.Env (the binding)", py),
-        ("SchedulingEnv.step", direct),
-        ("gymnasium.make(...).step", wrapped),
-    ]:
+    rust = med(rust_rates)
+    print(f"  {'Rust SchedEnv (no Python)':<26} {rust:>9.0f} steps/s  {1e6 / rust:6.2f} us/step")
+    for name in runs:
+        r = med(py_rates[name])
         print(
-            f"  {name:<34} {rate:>9.0f} steps/s  {us(rate):6.2f} us/step "
-            f"(+{us(rate) - us(rust):.2f} us over Rust; {rate / 50_000:.2f}x the 50k target, "
-            f"{rate / 2_900:.1f}x RLScheduler's 2.9k)"
+            f"  {name:<26} {r:>9.0f} steps/s  {1e6 / r:6.2f} us/step  "
+            f"{med(ratios[name]):.2f}x Rust, +{med(overheads[name]):.2f} us/step over Rust; "
+            f"{r / 50_000:.2f}x the 50k bar"
         )
+    print(f"  (of each overhead, the Python agent first_legal itself: {agent_us:.2f} us/step)")
 
 
 if __name__ == "__main__":

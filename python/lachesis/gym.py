@@ -59,19 +59,52 @@ def observation_space() -> spaces.Dict:
     )
 
 
+def _setting(
+    trace: str = "traces/itp/cluster10.csv",
+    cluster: str = "3x8:V100",
+    *,
+    window_jobs: int = 256,
+    windows: int = 16,
+    window_seed: int = 0,
+    load: Optional[float] = None,
+    format: Optional[str] = None,
+    config: Optional[dict] = None,
+    illegal_action: str = "wait",
+    render_mode: Optional[str] = None,
+) -> "tuple[_core.Setting, str]":
+    """The windows, cluster and config both environments' arguments describe (see
+    ``SchedulingEnv``), read once, and the illegal-action mode."""
+    if render_mode is not None:
+        raise ValueError(f"render_mode {render_mode!r}: this environment does not render")
+    setting = _core.Setting(
+        trace,
+        cluster,
+        window_jobs=window_jobs,
+        windows=windows,
+        load=load,
+        seed=window_seed,
+        format=format,
+        config=_config_json(config),
+    )
+    return setting, illegal_action
+
+
 class SchedulingEnv(gymnasium.Env):
     """One scheduling environment (see the module's docs).
 
     trace, cluster: a trace file in any format Lachesis reads, and a cluster (preset, shape
         such as ``3x8:V100``, TOML file, or ``auto``) as ``lachesis simulate`` takes them.
-    window_jobs, windows, window_seed: episodes are drawn from ``windows`` seeded random
-        windows of ``window_jobs`` consecutive jobs (``window_jobs=0``: the whole trace).
+    Keyword arguments:
+    window_jobs, windows, window_seed: episodes are drawn from ``windows`` (16) seeded random
+        windows of ``window_jobs`` (256) consecutive jobs (``window_jobs=0``: the whole
+        trace); ``window_seed`` (0) seeds the cut.
     load: scale every window's arrivals to this offered load (default: the trace's own).
+    format: the trace's format (default: detected from its header).
     config: the environment config (docs/training.md's ``[env]``: ``jobs_considered``,
         ``proposers``, ``reward``, ``sim``, ``max_steps``, ...), as a dict.
-    illegal_action: ``"wait"`` takes a masked action as the default one (wait, or the first
-        legal action where wait is masked) and says so in ``info["illegal_action"]``;
-        ``"raise"`` raises ``ValueError``.
+    illegal_action: ``"wait"`` (the default) takes a masked action as the default one (wait,
+        or the first legal action where wait is masked) and says so in
+        ``info["illegal_action"]``; ``"raise"`` raises ``ValueError``.
     """
 
     metadata = {"render_modes": []}
@@ -80,29 +113,10 @@ class SchedulingEnv(gymnasium.Env):
         self,
         trace: str = "traces/itp/cluster10.csv",
         cluster: str = "3x8:V100",
-        *,
-        window_jobs: int = 256,
-        windows: int = 16,
-        window_seed: int = 0,
-        load: Optional[float] = None,
-        format: Optional[str] = None,
-        config: Optional[dict] = None,
-        illegal_action: str = "wait",
-        render_mode: Optional[str] = None,
+        **options,
     ):
-        if render_mode is not None:
-            raise ValueError(f"render_mode {render_mode!r}: this environment does not render")
-        self._env = _core.Env(
-            trace,
-            cluster,
-            window_jobs=window_jobs,
-            windows=windows,
-            load=load,
-            seed=window_seed,
-            format=format,
-            config=_config_json(config),
-            illegal_action=illegal_action,
-        )
+        setting, illegal_action = _setting(trace, cluster, **options)
+        self._env = _core.Env(setting, illegal_action)
         self.observation_space = observation_space()
         self.action_space = spaces.Discrete(_core.MAX_CANDIDATES)
 
@@ -131,7 +145,7 @@ class SchedulingEnv(gymnasium.Env):
 
 
 class SchedulingVectorEnv(VectorEnv):
-    """``num_envs`` scheduling environments stepped together by the Rust ``VecEnv`` (same
+    """``num_envs`` scheduling environments stepped together by the Rust ``VecEnv`` (the same
     arguments as ``SchedulingEnv``, plus ``threads``). Windows and episode seeds are drawn
     from ``reset``'s seed; the result does not depend on ``threads``."""
 
@@ -143,31 +157,11 @@ class SchedulingVectorEnv(VectorEnv):
         trace: str = "traces/itp/cluster10.csv",
         cluster: str = "3x8:V100",
         *,
-        window_jobs: int = 256,
-        windows: int = 16,
-        window_seed: int = 0,
-        load: Optional[float] = None,
-        format: Optional[str] = None,
-        config: Optional[dict] = None,
         threads: int = 1,
-        illegal_action: str = "wait",
-        render_mode: Optional[str] = None,
+        **options,
     ):
-        if render_mode is not None:
-            raise ValueError(f"render_mode {render_mode!r}: this environment does not render")
-        self._env = _core.VecEnv(
-            num_envs,
-            trace,
-            cluster,
-            window_jobs=window_jobs,
-            windows=windows,
-            load=load,
-            seed=window_seed,
-            format=format,
-            config=_config_json(config),
-            threads=threads,
-            illegal_action=illegal_action,
-        )
+        setting, illegal_action = _setting(trace, cluster, **options)
+        self._env = _core.VecEnv(num_envs, setting, threads, illegal_action)
         self.num_envs = num_envs
         self.single_observation_space = observation_space()
         self.single_action_space = spaces.Discrete(_core.MAX_CANDIDATES)

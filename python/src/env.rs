@@ -13,7 +13,7 @@ use lachesis_env::gym::{
 };
 use lachesis_env::job::Trace;
 use lachesis_env::sim::scale_to_load;
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{IntoPyArray, PyArray1, ndarray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use pyo3::{IntoPyObjectExt, intern};
@@ -21,50 +21,72 @@ use self_cell::self_cell;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The episodes' windows, cluster and configuration, as the constructors describe them.
-struct Setting {
+/// The episodes' windows, cluster and configuration: `_core.Setting(trace, cluster, ...)`,
+/// built once from Python and given to `Env`, `VecEnv` and `rust_steps_per_s`.
+#[pyclass(frozen, module = "lachesis._core")]
+#[derive(Debug, Clone)]
+pub struct Setting {
     pool: Vec<Trace>,
     spec: Arc<ClusterSpec>,
     cfg: EnvConfig,
 }
 
-/// Reads `trace`, sizes `cluster`, cuts `windows` seeded windows of `window_jobs` jobs (0: the
-/// whole trace, once), scales them to `load`, and parses `config` (JSON of `EnvConfig`).
-#[allow(clippy::too_many_arguments)] // the Python constructor's keyword arguments
-fn setting(
-    trace: &str,
-    cluster: &str,
-    format: Option<&str>,
-    window_jobs: usize,
-    windows: usize,
-    load: Option<f64>,
-    seed: u64,
-    config: Option<&str>,
-) -> PyResult<Setting> {
-    let mut whole = load_trace(std::path::Path::new(trace), format).map_err(errors::harness)?;
-    whole.name = trace.to_string();
-    let spec = Arc::new(resolve_cluster(cluster, &whole).map_err(errors::harness)?);
-    let mut pool = if window_jobs == 0 {
-        vec![whole]
-    } else {
-        window_pool(&whole, window_jobs, windows.max(1), seed)
-            .map_err(|e| errors::value(format!("{window_jobs}-job windows of {trace}: {e}")))?
-    };
-    if let Some(load) = load {
-        pool = pool
-            .iter()
-            .map(|w| scale_to_load(w, &spec, load))
-            .collect::<Result<_, _>>()
-            .map_err(|e| errors::value(format!("load {load}: {e}")))?;
+#[pymethods]
+impl Setting {
+    /// Reads `trace`, sizes `cluster`, cuts `windows` seeded windows of `window_jobs` jobs (0:
+    /// the whole trace, once), scales them to `load`, and parses `config` (JSON of
+    /// `EnvConfig`).
+    #[new]
+    #[pyo3(signature = (trace, cluster, window_jobs=256, windows=16, load=None, seed=0, format=None, config=None))]
+    #[allow(clippy::too_many_arguments)] // the Python constructor's keyword arguments
+    fn new(
+        trace: &str,
+        cluster: &str,
+        window_jobs: usize,
+        windows: usize,
+        load: Option<f64>,
+        seed: u64,
+        format: Option<&str>,
+        config: Option<&str>,
+    ) -> PyResult<Self> {
+        let mut whole =
+            load_trace(std::path::Path::new(trace), format).map_err(errors::harness)?;
+        whole.name = trace.to_string();
+        let spec = Arc::new(resolve_cluster(cluster, &whole).map_err(errors::harness)?);
+        let mut pool = if window_jobs == 0 {
+            vec![whole]
+        } else {
+            window_pool(&whole, window_jobs, windows.max(1), seed).map_err(|e| {
+                errors::value(format!("{window_jobs}-job windows of {trace}: {e}"))
+            })?
+        };
+        if let Some(load) = load {
+            pool = pool
+                .iter()
+                .map(|w| scale_to_load(w, &spec, load))
+                .collect::<Result<_, _>>()
+                .map_err(|e| errors::value(format!("load {load}: {e}")))?;
+        }
+        let cfg: EnvConfig = match config {
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| errors::value(format!("environment config: {e}")))?,
+            None => EnvConfig::default(),
+        };
+        cfg.validate()
+            .map_err(|e| errors::value(format!("environment config: {e}")))?;
+        Ok(Setting { pool, spec, cfg })
     }
-    let cfg: EnvConfig = match config {
-        Some(json) => serde_json::from_str(json)
-            .map_err(|e| errors::value(format!("environment config: {e}")))?,
-        None => EnvConfig::default(),
-    };
-    cfg.validate()
-        .map_err(|e| errors::value(format!("environment config: {e}")))?;
-    Ok(Setting { pool, spec, cfg })
+
+    /// Windows episodes are drawn from.
+    #[getter]
+    fn windows(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// Jobs in each window.
+    fn window_sizes(&self) -> Vec<usize> {
+        self.pool.iter().map(Trace::len).collect()
+    }
 }
 
 fn end_name(end: EndReason) -> &'static str {
@@ -76,6 +98,21 @@ fn end_name(end: EndReason) -> &'static str {
     }
 }
 
+/// `buf` as a NumPy array of shape `dim`, owning the buffer (one array object; `reshape` on a
+/// flat one would make a second).
+fn shaped<'py, T: numpy::Element, const N: usize>(
+    py: Python<'py>,
+    buf: Vec<T>,
+    dim: [usize; N],
+) -> PyResult<Bound<'py, PyAny>>
+where
+    [usize; N]: ndarray::IntoDimension,
+{
+    let array = ndarray::Array::from_shape_vec(dim, buf)
+        .map_err(|e| errors::value(format!("observation buffer: {e}")))?;
+    Ok(array.into_pyarray(py).into_any())
+}
+
 /// The observation as Gymnasium's `Dict` space holds it: `candidates` (MAX_CANDIDATES x
 /// CANDIDATE_WIDTH) and `global` (GLOBAL_WIDTH), both float32, moved (not copied) into NumPy.
 fn obs_dict<'py>(
@@ -84,10 +121,11 @@ fn obs_dict<'py>(
     global: Vec<f32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    let candidates =
-        PyArray1::from_vec(py, candidates).reshape([MAX_CANDIDATES, CANDIDATE_WIDTH])?;
-    d.set_item(intern!(py, "candidates"), candidates)?;
-    d.set_item(intern!(py, "global"), PyArray1::from_vec(py, global))?;
+    d.set_item(
+        intern!(py, "candidates"),
+        shaped(py, candidates, [MAX_CANDIDATES, CANDIDATE_WIDTH])?,
+    )?;
+    d.set_item(intern!(py, "global"), global.into_pyarray(py))?;
     Ok(d)
 }
 
@@ -163,36 +201,15 @@ pub struct Env {
 #[pymethods]
 impl Env {
     #[new]
-    #[pyo3(signature = (trace, cluster, window_jobs=256, windows=16, load=None, seed=0, format=None, config=None, illegal_action="wait"))]
-    #[allow(clippy::too_many_arguments)] // Python keyword arguments
-    fn new(
-        trace: &str,
-        cluster: &str,
-        window_jobs: usize,
-        windows: usize,
-        load: Option<f64>,
-        seed: u64,
-        format: Option<&str>,
-        config: Option<&str>,
-        illegal_action: &str,
-    ) -> PyResult<Self> {
-        let raise_illegal = illegal_mode(illegal_action)?;
-        let s = setting(
-            trace,
-            cluster,
-            format,
-            window_jobs,
-            windows,
-            load,
-            seed,
-            config,
-        )?;
+    #[pyo3(signature = (setting, illegal_action="wait"))]
+    fn new(setting: &Setting, illegal_action: &str) -> PyResult<Self> {
+        let s = setting.clone();
         Ok(Env {
             episodes: Episodes::new(s.pool, |_| None),
             spec: s.spec,
             cfg: s.cfg,
             mask: Vec::new(),
-            raise_illegal,
+            raise_illegal: illegal_mode(illegal_action)?,
         })
     }
 
@@ -315,53 +332,30 @@ fn batch<'py>(py: Python<'py>, obs: &[Observation]) -> PyResult<(Bound<'py, PyDi
     let d = PyDict::new(py);
     d.set_item(
         intern!(py, "candidates"),
-        PyArray1::from_vec(py, candidates).reshape([n, MAX_CANDIDATES, CANDIDATE_WIDTH])?,
+        shaped(py, candidates, [n, MAX_CANDIDATES, CANDIDATE_WIDTH])?,
     )?;
-    d.set_item(
-        intern!(py, "global"),
-        PyArray1::from_vec(py, global).reshape([n, GLOBAL_WIDTH])?,
-    )?;
+    d.set_item(intern!(py, "global"), shaped(py, global, [n, GLOBAL_WIDTH])?)?;
     Ok((d, masks))
 }
 
 fn mask_array<'py>(py: Python<'py>, masks: Vec<bool>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-    Ok(PyArray1::from_vec(py, masks)
-        .reshape([n, MAX_CANDIDATES])?
-        .into_any())
+    shaped(py, masks, [n, MAX_CANDIDATES])
 }
 
 #[pymethods]
 impl VecEnv {
     #[new]
-    #[pyo3(signature = (num_envs, trace, cluster, window_jobs=256, windows=16, load=None, seed=0, format=None, config=None, threads=1, illegal_action="wait"))]
-    #[allow(clippy::too_many_arguments)] // Python keyword arguments
+    #[pyo3(signature = (num_envs, setting, threads=1, illegal_action="wait"))]
     fn new(
         num_envs: usize,
-        trace: &str,
-        cluster: &str,
-        window_jobs: usize,
-        windows: usize,
-        load: Option<f64>,
-        seed: u64,
-        format: Option<&str>,
-        config: Option<&str>,
+        setting: &Setting,
         threads: usize,
         illegal_action: &str,
     ) -> PyResult<Self> {
         if num_envs == 0 {
             return Err(errors::value("num_envs must be at least 1"));
         }
-        let raise_illegal = illegal_mode(illegal_action)?;
-        let s = setting(
-            trace,
-            cluster,
-            format,
-            window_jobs,
-            windows,
-            load,
-            seed,
-            config,
-        )?;
+        let s = setting.clone();
         Ok(VecEnv {
             vector: Vector::new(s.pool, |_| None),
             spec: s.spec,
@@ -369,7 +363,7 @@ impl VecEnv {
             n: num_envs,
             threads: threads.max(1),
             masks: Vec::new(),
-            raise_illegal,
+            raise_illegal: illegal_mode(illegal_action)?,
         })
     }
 
@@ -466,41 +460,31 @@ impl VecEnv {
     }
 }
 
-/// Steps per second of the Rust `SchedEnv` alone (no Python), on the windows an `Env` built
-/// with the same arguments uses, under the first-legal rule: one rate per repeat. For
-/// measuring the Python environment's overhead beside it.
+/// Steps per second of the Rust `SchedEnv` alone (no Python) on `setting`'s windows, under the
+/// first-legal rule, episode i seeded `seed + i`: one rate per repeat, and the steps of a
+/// repeat. For measuring the Python environment's overhead beside it.
 #[pyfunction]
-#[pyo3(signature = (trace, cluster, window_jobs=256, windows=16, load=None, seed=0, repeats=5, format=None, config=None))]
-#[allow(clippy::too_many_arguments)] // Python keyword arguments
+#[pyo3(signature = (setting, seed=0, repeats=5))]
 pub fn rust_steps_per_s(
     py: Python<'_>,
-    trace: &str,
-    cluster: &str,
-    window_jobs: usize,
-    windows: usize,
-    load: Option<f64>,
+    setting: &Setting,
     seed: u64,
     repeats: usize,
-    format: Option<&str>,
-    config: Option<&str>,
 ) -> PyResult<(Vec<f64>, u64)> {
-    let s = setting(
-        trace,
-        cluster,
-        format,
-        window_jobs,
-        windows,
-        load,
-        seed,
-        config,
-    )?;
     py.detach(|| {
         let mut rates = Vec::with_capacity(repeats);
         let mut steps = 0;
         for _ in 0..repeats.max(1) {
             let started = Instant::now();
-            let t = play(&s.pool, &s.spec, &s.cfg, Rule::FirstLegal, seed, false)
-                .map_err(|e| e.to_string())?;
+            let t = play(
+                &setting.pool,
+                &setting.spec,
+                &setting.cfg,
+                Rule::FirstLegal,
+                seed,
+                false,
+            )
+            .map_err(|e| e.to_string())?;
             rates.push(t.steps as f64 / started.elapsed().as_secs_f64());
             steps = t.steps;
         }

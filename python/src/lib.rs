@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<env::Setting>()?;
     m.add_class::<env::Env>()?;
     m.add_class::<env::VecEnv>()?;
     m.add_function(wrap_pyfunction!(harness::compare, m)?)?;
