@@ -49,16 +49,14 @@ impl Setting {
         format: Option<&str>,
         config: Option<&str>,
     ) -> PyResult<Self> {
-        let mut whole =
-            load_trace(std::path::Path::new(trace), format).map_err(errors::harness)?;
+        let mut whole = load_trace(std::path::Path::new(trace), format).map_err(errors::harness)?;
         whole.name = trace.to_string();
         let spec = Arc::new(resolve_cluster(cluster, &whole).map_err(errors::harness)?);
         let mut pool = if window_jobs == 0 {
             vec![whole]
         } else {
-            window_pool(&whole, window_jobs, windows.max(1), seed).map_err(|e| {
-                errors::value(format!("{window_jobs}-job windows of {trace}: {e}"))
-            })?
+            window_pool(&whole, window_jobs, windows.max(1), seed)
+                .map_err(|e| errors::value(format!("{window_jobs}-job windows of {trace}: {e}")))?
         };
         if let Some(load) = load {
             pool = pool
@@ -334,7 +332,10 @@ fn batch<'py>(py: Python<'py>, obs: &[Observation]) -> PyResult<(Bound<'py, PyDi
         intern!(py, "candidates"),
         shaped(py, candidates, [n, MAX_CANDIDATES, CANDIDATE_WIDTH])?,
     )?;
-    d.set_item(intern!(py, "global"), shaped(py, global, [n, GLOBAL_WIDTH])?)?;
+    d.set_item(
+        intern!(py, "global"),
+        shaped(py, global, [n, GLOBAL_WIDTH])?,
+    )?;
     Ok((d, masks))
 }
 
