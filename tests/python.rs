@@ -9,7 +9,11 @@
 //! of them). That works because cargo holds the target directory's lock only while it builds,
 //! not while test binaries run (checked with cargo 1.95: a `cargo build` started from a running
 //! test takes the lock at once); `cargo test` itself never builds the cdylib (`test = false`),
-//! so the two builds do not undo each other's pyo3 configuration.
+//! so the two builds do not undo each other's pyo3 configuration. Reuse also needs the same
+//! features for every dependency, which python/Cargo.toml's alignment list keeps and
+//! `the_wheel_unifies_dependency_features_as_the_workspace_does` checks. Within `cargo test
+//! --workspace` (CI) the wheel's build then compiles only pyo3, numpy and the package; run
+//! alone (`--test python`) cargo unifies features over the root package and builds more.
 //!
 //! ```text
 //! LACHESIS_PY_VENV=/tmp/lachesis-py-venv cargo test --test python
