@@ -35,11 +35,9 @@ mod bench_infer;
 mod bench_serve;
 mod bench_slurm;
 mod compare;
-mod policies;
 mod probe_cmd;
 mod progress;
 mod replay_cmd;
-mod report;
 mod serve_cmd;
 mod simulate;
 mod slurm_cmd;
@@ -65,7 +63,7 @@ enum Command {
     /// Compare policies on identical windows, loads and seeds: tables, report, plots.
     Compare(compare::Args),
     /// Write the HTML page of a compare output directory (the dashboard's look) again.
-    Report(report::Args),
+    Report(compare::ReportArgs),
     /// Train a learned policy (behaviour cloning, then PPO) into a model directory.
     Train(train_cmd::Args),
     /// Work with traces.
@@ -97,7 +95,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(&args),
         Command::Compare(args) => compare::run(&args),
-        Command::Report(args) => report::run(&args),
+        Command::Report(args) => compare::report(&args),
         Command::Train(args) => train_cmd::run(&args),
         Command::Trace { command } => trace_cmd::run(&command),
         Command::Policies => {

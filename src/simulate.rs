@@ -2,13 +2,10 @@
 
 use crate::progress::RunProgress;
 use anyhow::{Context, Result, bail};
-use lachesis_env::cluster::{ClusterSpec, load_cluster};
-use lachesis_env::job::Trace;
+use lachesis_agent::harness::{self, load_trace, resolve_cluster};
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
-use lachesis_env::policy::{PolicyConfig, PolicyOptions};
-use lachesis_env::sim::{SimConfig, SimResult, Simulator, SizingRule, parse_window, scale_to_load};
-use lachesis_env::trace::{ReadReport, read_trace};
-use lachesis_env::units::{SimTime, parse_duration};
+use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_load};
+use lachesis_env::units::parse_duration;
 use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -68,38 +65,6 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// A cluster by preset, shape or file, or sized from `trace` for `auto[...]`.
-pub fn resolve_cluster(arg: &str, trace: &Trace) -> Result<ClusterSpec> {
-    match SizingRule::parse(arg) {
-        Some(rule) => Ok(rule?.size(trace)?),
-        None => Ok(load_cluster(arg)?),
-    }
-}
-
-/// Reads a trace to replay, forcing `format` if given; errors name the file. A static
-/// workload is refused (see [`ensure_timed`]).
-pub fn load_trace(path: &Path, format: Option<&str>) -> Result<Trace> {
-    let format = format.map(crate::trace_cmd::parse_format).transpose()?;
-    let read = read_trace(path, format)?;
-    ensure_timed(path, &read.report)?;
-    Ok(read.trace)
-}
-
-/// Refuses a trace read from a format without arrival and duration times (a static workload)
-/// where its jobs would be replayed or written out with times, and says what to run instead.
-pub fn ensure_timed(path: &Path, report: &ReadReport) -> Result<()> {
-    if report.format.has_times() {
-        return Ok(());
-    }
-    let p = path.display();
-    bail!(
-        "{p}: a static workload ({} format): its jobs have no arrival or duration times, so \
-         it cannot be replayed; place it as the FGD experiment does with \
-         `lachesis bench fgd --trace {p}`, or summarise it with `lachesis trace stats {p}`",
-        report.format
-    )
-}
-
 fn sim_config(args: &Args) -> Result<SimConfig> {
     let mut cfg = match &args.config {
         Some(path) => {
@@ -127,7 +92,7 @@ fn sim_config(args: &Args) -> Result<SimConfig> {
     } else if cfg.tick_s == 0.0 {
         // What the policy needs to work as designed: 10 min for las-preempt, a learned
         // policy's training tick.
-        cfg.tick_s = crate::policies::wants_tick_s(&args.policy);
+        cfg.tick_s = harness::wants_tick_s(&args.policy);
     }
     cfg.skip_unplaceable |= args.skip_unplaceable;
     Ok(cfg)
@@ -151,9 +116,11 @@ pub fn run(args: &Args) -> Result<()> {
     if let Some(load) = args.load {
         trace = scale_to_load(&trace, &spec, load).context("--load")?;
     }
-    let policy_cfg = policy_config(args.policy_config.as_deref())?;
-    let mut policy =
-        crate::policies::build(&args.policy, &policy_options(&trace, cfg.seed, &policy_cfg))?;
+    let policy_cfg = harness::read_policy_config(args.policy_config.as_deref())?;
+    let mut policy = harness::build(
+        &args.policy,
+        &harness::policy_options(&trace, cfg.seed, &policy_cfg),
+    )?;
     let sim = Simulator::new(&trace, Arc::clone(&spec), &cfg)?;
     let mut bar = RunProgress::new(args.quiet || args.json);
     let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));
@@ -173,31 +140,6 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// What policies are built with: the seed, and the trace's true durations for the explicitly
-/// named `*-oracle` orderings (upper bounds); every other part ignores them.
-pub fn policy_options(trace: &Trace, seed: u64, config: &PolicyConfig) -> PolicyOptions {
-    let durations: Vec<SimTime> = trace
-        .jobs()
-        .iter()
-        .map(|j| trace.true_duration(j.id))
-        .collect();
-    PolicyOptions {
-        seed,
-        oracle_durations: Some(durations.into()),
-        tiresias: config.tiresias.clone(),
-        gittins: config.gittins.clone(),
-    }
-}
-
-/// Reads a policy config file (`[tiresias]` ...; see `PolicyConfig`), or the defaults.
-pub fn policy_config(path: Option<&Path>) -> Result<PolicyConfig> {
-    let Some(path) = path else {
-        return Ok(PolicyConfig::default());
-    };
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("{}: invalid policy config", path.display()))
 }
 
 /// Writes `summary.json`, `jobs.csv`, `timeline.csv` into `dir` (created if missing).

@@ -1,11 +1,11 @@
 //! `lachesis trace ...`: look at, convert and cut traces.
 
-use crate::simulate::{ensure_timed, load_trace, resolve_cluster};
 use anyhow::{Context, Result, bail};
+use lachesis_agent::harness::{ensure_timed, load_trace, parse_format, resolve_cluster};
 use lachesis_env::job::Trace;
 use lachesis_env::sim::parse_window;
 use lachesis_env::trace::split::{random_windows, split_by_time};
-use lachesis_env::trace::{TraceFormat, TraceStats, WorkloadModel, read_trace, write_normalized};
+use lachesis_env::trace::{TraceStats, WorkloadModel, read_trace, write_normalized};
 use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -232,13 +232,6 @@ pub fn run(cmd: &Command) -> Result<()> {
         }
     }
     Ok(())
-}
-
-pub fn parse_format(f: &str) -> Result<TraceFormat> {
-    TraceFormat::parse(f).with_context(|| {
-        let known: Vec<&str> = TraceFormat::ALL.iter().map(|f| f.as_str()).collect();
-        format!("unknown trace format `{f}` (known: {})", known.join(", "))
-    })
 }
 
 fn write_trace(trace: &Trace, out: &Path) -> Result<()> {

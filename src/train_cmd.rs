@@ -3,9 +3,9 @@
 //! validation windows, then compares it with `lachesis compare` on the validation part of every
 //! training trace and writes the model card from those tables.
 
-use crate::simulate::{load_trace, resolve_cluster};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lachesis_agent::harness::{load_trace, resolve_cluster};
 use lachesis_agent::manifest::{CARD_FILE, Manifest};
 use lachesis_agent::train::config::DataConfig;
 use lachesis_agent::train::{Dataset, Progress, REPLAY_TEACHER, RunOptions, TrainConfig, train};

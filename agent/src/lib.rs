@@ -3,9 +3,11 @@
 //! Owns the pure RL arithmetic (`gae`, `masked`), the burn model that scores candidates
 //! (`model`), the clipped PPO loss (`ppo`) and the TensorBoard event files training writes
 //! (`tensorboard`). Depends on `lachesis-env` only for the observation schema; knows nothing
-//! of the simulator's internals.
+//! of the simulator's internals. `harness` is the comparison harness (every policy, learned
+//! or not, on identical units, with paired statistics and a report).
 
 pub mod gae;
+pub mod harness;
 pub mod manifest;
 pub mod masked;
 pub mod model;
@@ -18,6 +20,6 @@ pub use gae::gae;
 pub use manifest::{Manifest, ModelError};
 pub use masked::{MASKED_LOGIT, MaskedCategorical};
 pub use model::{ObsBatch, Scorer, ScorerConfig};
-pub use policy::{Deciding, LearnedPolicy};
+pub use policy::{Deciding, LearnedPolicy, ScoreCandidates};
 pub use ppo::{Minibatch, PpoLoss, PpoLossConfig, ppo_loss};
 pub use tensorboard::{ScalarEvent, SummaryWriter, TbError, read_events};

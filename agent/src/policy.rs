@@ -79,12 +79,31 @@ impl std::str::FromStr for Deciding {
     }
 }
 
-/// A trained candidate scorer acting as a scheduling policy.
+/// What scores the candidates of an observation: one logit per row (`MAX_CANDIDATES`), the
+/// higher the better; masked rows are ignored. The trained `Scorer` is one; a caller's own
+/// (e.g. a model trained in Python) is another, run by `LearnedPolicy::with_scorer`.
+pub trait ScoreCandidates: Send {
+    fn scores(&self, obs: &Observation) -> Result<Vec<f32>, String>;
+}
+
+/// A burn `Scorer` on a device, for inference.
+struct ModelScores {
+    model: Scorer,
+    device: Device,
+}
+
+impl ScoreCandidates for ModelScores {
+    fn scores(&self, obs: &Observation) -> Result<Vec<f32>, String> {
+        score(&self.model, &self.device, obs)
+    }
+}
+
+/// A candidate scorer acting as a scheduling policy: a trained model, or any
+/// `ScoreCandidates`.
 pub struct LearnedPolicy {
     name: String,
     deciding: Deciding,
-    model: Scorer,
-    device: Device,
+    scorer: Box<dyn ScoreCandidates>,
     env: EnvConfig,
     /// Built at the first decision, when the cluster is known.
     enumerator: Option<Enumerator>,
@@ -161,11 +180,25 @@ impl LearnedPolicy {
     /// A policy around `model` (inference: autodiff is dropped) acting as in environments
     /// built like `env` (its shortlist, proposers and preemption options).
     pub fn new(name: impl Into<String>, model: &Scorer, env: &EnvConfig) -> Self {
+        let scores = ModelScores {
+            model: model.valid(),
+            device: Device::flex(),
+        };
+        Self::with_scorer(name, Box::new(scores), env)
+    }
+
+    /// A policy deciding by `scorer`'s scores, with the shortlist of environments built like
+    /// `env`: exactly the decisions an agent taking the highest-scored legal action at every
+    /// step of such an environment would make.
+    pub fn with_scorer(
+        name: impl Into<String>,
+        scorer: Box<dyn ScoreCandidates>,
+        env: &EnvConfig,
+    ) -> Self {
         LearnedPolicy {
             name: name.into(),
             deciding: Deciding::Stepwise,
-            model: model.valid(),
-            device: Device::flex(),
+            scorer,
             env: env.clone(),
             enumerator: None,
             start: None,
@@ -204,7 +237,9 @@ impl LearnedPolicy {
     /// The action the model takes on `obs` (greedy over legal actions; wait if the model's
     /// scores cannot be read).
     pub fn act(&self, obs: &Observation) -> usize {
-        score(&self.model, &self.device, obs).map_or(WAIT_ACTION, |l| greedy(&l, &obs.mask))
+        self.scorer
+            .scores(obs)
+            .map_or(WAIT_ACTION, |l| greedy(&l, &obs.mask))
     }
 }
 
@@ -285,11 +320,22 @@ impl Policy for LearnedPolicy {
             }
             self.passes += 1;
             let obs = point.observation(enumerator.featurizer(), true);
-            let logits =
-                score(&self.model, &self.device, &obs).map_err(|message| PolicyError::Failed {
+            let logits = self
+                .scorer
+                .scores(&obs)
+                .map_err(|message| PolicyError::Failed {
                     policy: self.name.clone(),
                     message,
                 })?;
+            if logits.len() != MAX_CANDIDATES {
+                return Err(PolicyError::InvalidOutput {
+                    policy: self.name.clone(),
+                    message: format!(
+                        "{} scores for {MAX_CANDIDATES} candidate rows",
+                        logits.len()
+                    ),
+                });
+            }
             if let Some(bad) = obs
                 .legal_actions()
                 .map(|a| logits[a])
@@ -297,7 +343,7 @@ impl Policy for LearnedPolicy {
             {
                 return Err(PolicyError::InvalidOutput {
                     policy: self.name.clone(),
-                    message: format!("the model scored a legal candidate {bad}"),
+                    message: format!("the scorer scored a legal candidate {bad}"),
                 });
             }
             let before = decision.placements.len();

@@ -10,6 +10,7 @@
 //! - reward.rs: `RewardConfig` and the per-step terms.
 //! - vector.rs: `VecEnv` over random windows of a training trace, auto-resetting.
 //! - check.rs: `check_env`, run in tests on every configuration.
+//! - rollout.rs: cheap deterministic roll-outs (`play`) for speed measurements.
 //!
 //! ```text
 //! cargo test -p lachesis-env gym
@@ -20,6 +21,7 @@ mod check;
 mod env;
 mod features;
 mod reward;
+pub mod rollout;
 mod vector;
 
 #[cfg(test)]

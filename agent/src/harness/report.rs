@@ -1,10 +1,13 @@
 //! The compare report: `report.md`, `report.html` with SVG plots (plotters' SVG backend, no
-//! system libraries), `runs.csv` (one row per run) and `comparison.json`; and `lachesis
-//! report DIR`, which writes the HTML page of a compare directory again from its
-//! `comparison.json` and plots.
+//! system libraries), `runs.csv` (one row per run) and `comparison.json`; and `rewrite_page`,
+//! which writes the HTML page of a compare directory again from its `comparison.json` and
+//! plots (`lachesis report DIR`). The page's stylesheet is the caller's (the binary passes
+//! the dashboard's, which lives in the service crate).
 
-use crate::compare::{MetricView, RunView, Setup, fmt_num, fmt_paired};
-use anyhow::{Context, Result};
+use super::HarnessError;
+use super::compare::{
+    Comparison, MetricView, RunView, Setup, fmt_num, fmt_paired, reports_view, runs_view,
+};
 use plotters::prelude::*;
 use serde_json::json;
 use std::fmt::Write as _;
@@ -32,16 +35,6 @@ const PLOTS: [&str; 6] = [
     "queue_timeline.svg",
 ];
 
-/// `lachesis report DIR`: the page of a compare directory.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// A `lachesis compare --out` directory (its comparison.json and plots are read).
-    dir: std::path::PathBuf,
-    /// The page to write (default: DIR/report.html).
-    #[arg(short = 'o', long)]
-    out: Option<std::path::PathBuf>,
-}
-
 /// `comparison.json` as `write` leaves it.
 #[derive(serde::Deserialize)]
 struct Saved {
@@ -63,14 +56,20 @@ struct SavedPolicy {
     vs_baseline: Option<lachesis_env::metrics::paired::Paired>,
 }
 
-/// Writes the HTML page of the compare directory `args.dir` (in the dashboard's look) from
-/// its `comparison.json` and plots: the same page `compare` wrote, for a directory written
-/// before the look changed or copied without it.
-pub fn run(args: &Args) -> Result<()> {
-    let path = args.dir.join("comparison.json");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let saved: Saved = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a compare's comparison.json", path.display()))?;
+/// Writes the HTML page of the compare directory `dir` to `out` (in the look of `style`, a
+/// stylesheet) from its `comparison.json` and plots: the same page `write` wrote, for a
+/// directory written before the look changed or copied without it.
+pub fn rewrite_page(dir: &Path, out: &Path, style: &str) -> Result<(), HarnessError> {
+    let path = dir.join("comparison.json");
+    let text = fs::read_to_string(&path).map_err(|source| HarnessError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let saved: Saved = serde_json::from_str(&text).map_err(|e| HarnessError::Config {
+        path: path.clone(),
+        what: "compare's comparison.json",
+        message: e.to_string(),
+    })?;
     let means: Vec<Vec<f64>> = saved
         .metrics
         .iter()
@@ -97,33 +96,44 @@ pub fn run(args: &Args) -> Result<()> {
     let plots = PLOTS
         .into_iter()
         .map(|name| {
-            let p = args.dir.join(name);
-            fs::read_to_string(&p)
-                .with_context(|| format!("reading {}", p.display()))
+            let path = dir.join(name);
+            fs::read_to_string(&path)
+                .map_err(|source| HarnessError::Io { path, source })
                 .map(|svg| (name, svg))
         })
-        .collect::<Result<Vec<_>>>()?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| args.dir.join("report.html"));
-    fs::write(&out, html(&saved.setup, &views, &plots))
-        .with_context(|| format!("writing {}", out.display()))?;
-    outln!("report: {}", out.display());
-    Ok(())
+        .collect::<Result<Vec<_>, _>>()?;
+    fs::write(out, html(&saved.setup, &views, &plots, style)).map_err(|source| HarnessError::Io {
+        path: out.to_path_buf(),
+        source,
+    })
 }
 
-pub fn write<U: serde::Serialize>(
+/// Writes the report of `comparison` into `dir` (created if missing): `runs.csv`,
+/// `comparison.json`, the plots, `report.md` and `report.html` (styled by `style`).
+pub fn write(dir: &Path, comparison: &Comparison, style: &str) -> Result<(), HarnessError> {
+    write_views(
+        dir,
+        &comparison.setup,
+        &comparison.units,
+        &runs_view(&comparison.runs, &comparison.setup.policies),
+        &reports_view(&comparison.metrics),
+        style,
+    )
+}
+
+fn write_views<U: serde::Serialize>(
     dir: &Path,
     setup: &Setup,
     units: &[U],
     runs: &[RunView<'_>],
     metrics: &[MetricView<'_>],
-) -> Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let put = |name: &str, text: String| -> Result<()> {
+    style: &str,
+) -> Result<(), HarnessError> {
+    let io = |path: std::path::PathBuf| move |source| HarnessError::Io { path, source };
+    fs::create_dir_all(dir).map_err(io(dir.to_path_buf()))?;
+    let put = |name: &str, text: String| -> Result<(), HarnessError> {
         let path = dir.join(name);
-        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+        fs::write(&path, text).map_err(io(path))
     };
     put("runs.csv", runs_csv(runs))?;
     let json = json!({
@@ -150,7 +160,7 @@ pub fn write<U: serde::Serialize>(
         put(name, svg.clone())?;
     }
     put("report.md", markdown(setup, metrics, &plots))?;
-    put("report.html", html(setup, metrics, &plots))?;
+    put("report.html", html(setup, metrics, &plots, style))?;
     Ok(())
 }
 
@@ -281,7 +291,12 @@ const HEADROOM: &str = "\nThe avg JCT lower bound of a run is the average, over 
      could still win there. A policy cannot beat another by more than the other's reducible \
      share.\n";
 
-fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> String {
+fn html(
+    setup: &Setup,
+    metrics: &[MetricView<'_>],
+    plots: &[(&str, String)],
+    style: &str,
+) -> String {
     let esc = |t: &str| {
         t.replace('&', "&amp;")
             .replace('<', "&lt;")
@@ -297,7 +312,7 @@ fn html(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)]) -> 
          border:1px solid var(--line);border-radius:6px;padding:.5em}}</style>\
          <header><h1>Lachesis</h1><nav><a class=\"active\">Policy comparison</a></nav></header>\
          <main><div class=\"cards\">",
-        lachesis_serve::ui::STYLE_CSS
+        style
     );
     for (value, key) in [
         (setup.policies.len().to_string(), "policies"),
@@ -351,7 +366,7 @@ fn cdf(
     runs: &[RunView<'_>],
     what: &str,
     values: for<'r> fn(&RunView<'r>) -> &'r [f64],
-) -> Result<String> {
+) -> Result<String, HarnessError> {
     let mut per_policy: Vec<Vec<f64>> = vec![Vec::new(); setup.policies.len()];
     for r in runs {
         per_policy[r.policy_idx].extend_from_slice(values(r));
@@ -385,7 +400,7 @@ fn cdf(
 }
 
 /// Share of the served GPU-time per tenant (the largest tenants), one bar per policy.
-fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
+fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String, HarnessError> {
     let mut per_policy: Vec<std::collections::BTreeMap<&str, f64>> =
         vec![Default::default(); setup.policies.len()];
     let mut total: std::collections::BTreeMap<&str, f64> = Default::default();
@@ -411,8 +426,7 @@ fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        root.fill(&WHITE).map_err(plot_error)?;
         let n = tenants.len().max(1);
         let k = setup.policies.len().max(1);
         let ymax = shares.iter().flatten().copied().fold(0.05, f64::max) * 1.1;
@@ -425,7 +439,7 @@ fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
             .x_label_area_size(36)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..n as f64, 0.0..ymax)
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(plot_error)?;
         let names: Vec<String> = tenants.iter().map(|(t, _)| t.to_string()).collect();
         chart
             .configure_mesh()
@@ -434,7 +448,7 @@ fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
             .x_labels(n)
             .x_label_formatter(&|x| names.get(x.floor() as usize).cloned().unwrap_or_default())
             .draw()
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(plot_error)?;
         for (p, (name, share)) in setup.policies.iter().zip(&shares).enumerate() {
             let color = COLORS[p % COLORS.len()];
             let width = 0.8 / k as f64;
@@ -443,7 +457,7 @@ fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
                     let x0 = t as f64 + 0.1 + p as f64 * width;
                     Rectangle::new([(x0, 0.0), (x0 + width, *v)], color.filled())
                 }))
-                .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                .map_err(plot_error)?
                 .label(name.as_str())
                 .legend(move |(lx, ly)| {
                     Rectangle::new([(lx, ly - 5), (lx + 12, ly + 5)], color.filled())
@@ -454,14 +468,14 @@ fn tenant_share(setup: &Setup, runs: &[RunView<'_>]) -> Result<String> {
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
-        root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
     }
     Ok(svg)
 }
 
 /// Mean average JCT per policy at each load.
-fn load_sweep(setup: &Setup, runs: &[RunView<'_>], units: usize) -> Result<String> {
+fn load_sweep(setup: &Setup, runs: &[RunView<'_>], units: usize) -> Result<String, HarnessError> {
     let loads: Vec<f64> = setup.loads.iter().map(|l| l.unwrap_or(0.0)).collect();
     let per_load = units / loads.len().max(1) / setup.windows.max(1);
     let _ = per_load;
@@ -505,7 +519,7 @@ fn timeline(
     runs: &[RunView<'_>],
     what: &str,
     get: fn(&lachesis_env::metrics::TimelineRow) -> f64,
-) -> Result<String> {
+) -> Result<String, HarnessError> {
     let mut series = vec![Vec::new(); setup.policies.len()];
     for r in runs.iter().filter(|r| r.unit == 0) {
         let t0 = r.timeline.first().map_or(0.0, |p| p.time_s);
@@ -536,25 +550,24 @@ fn line_chart(
     y: (f64, f64),
     names: &[String],
     series: &[Vec<(f64, f64)>],
-) -> Result<String> {
+) -> Result<String, HarnessError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        root.fill(&WHITE).map_err(plot_error)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(36)
             .y_label_area_size(60)
             .build_cartesian_2d(x.0..x.1, y.0..y.1)
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(plot_error)?;
         chart
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
             .draw()
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(plot_error)?;
         for (i, (name, points)) in names.iter().zip(series).enumerate() {
             let color = COLORS[i % COLORS.len()];
             chart
@@ -562,7 +575,7 @@ fn line_chart(
                     points.iter().copied(),
                     color.stroke_width(2),
                 ))
-                .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                .map_err(plot_error)?
                 .label(name.as_str())
                 .legend(move |(lx, ly)| {
                     PathElement::new(vec![(lx, ly), (lx + 16, ly)], color.stroke_width(2))
@@ -573,8 +586,12 @@ fn line_chart(
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
-        root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
     }
     Ok(svg)
+}
+
+fn plot_error(e: impl std::fmt::Display) -> HarnessError {
+    HarnessError::Plot(e.to_string())
 }

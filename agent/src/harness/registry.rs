@@ -1,0 +1,76 @@
+//! Policy names as every program takes them: the heuristic registry's `ORDER/PLACE[/MOD...]`
+//! and learned policies as `rl:PATH` (a model directory written by `lachesis train`, deciding
+//! one placement per model pass as in training) or `rl-batched:PATH` (the same model, every
+//! fitting candidate of a pass taken best first; see `Deciding`). Also what policies are
+//! built with (`policy_options`, `read_policy_config`).
+
+use super::HarnessError;
+use crate::{Deciding, LearnedPolicy};
+use lachesis_env::job::Trace;
+use lachesis_env::policy::{Policy, PolicyConfig, PolicyError, PolicyOptions, build_policy_with};
+use lachesis_env::units::SimTime;
+use std::path::Path;
+
+/// Builds `name`: `rl:PATH` and `rl-batched:PATH` load the model directory at PATH, anything
+/// else goes to the heuristic registry.
+pub fn build(name: &str, options: &PolicyOptions) -> Result<Box<dyn Policy>, PolicyError> {
+    match Deciding::parse(name) {
+        Some((deciding, path)) => LearnedPolicy::load(Path::new(path), name.trim())
+            .map(|p| Box::new(p.deciding(deciding)) as Box<dyn Policy>)
+            .map_err(|e| PolicyError::Failed {
+                policy: name.to_string(),
+                message: e.to_string(),
+            }),
+        None => build_policy_with(name, options),
+    }
+}
+
+/// The decision tick `name` needs when none is given, seconds (0 = none): 10 minutes for
+/// `las-preempt` and `gittins-preempt` (service grows between events), the tick a learned
+/// policy was trained with.
+pub fn wants_tick_s(name: &str) -> f64 {
+    match Deciding::parse(name).map(|(_, path)| path) {
+        Some(path) => {
+            crate::Manifest::read(Path::new(path)).map_or(0.0, |m| m.env.sim.tick_s.max(0.0))
+        }
+        None if name
+            .split('/')
+            .any(|part| part == "las-preempt" || part == "gittins-preempt") =>
+        {
+            600.0
+        }
+        None => 0.0,
+    }
+}
+
+/// What policies are built with: the seed, and the trace's true durations for the explicitly
+/// named `*-oracle` orderings (upper bounds); every other part ignores them.
+pub fn policy_options(trace: &Trace, seed: u64, config: &PolicyConfig) -> PolicyOptions {
+    let durations: Vec<SimTime> = trace
+        .jobs()
+        .iter()
+        .map(|j| trace.true_duration(j.id))
+        .collect();
+    PolicyOptions {
+        seed,
+        oracle_durations: Some(durations.into()),
+        tiresias: config.tiresias.clone(),
+        gittins: config.gittins.clone(),
+    }
+}
+
+/// Reads a policy config file (`[tiresias]` ...; see `PolicyConfig`), or the defaults.
+pub fn read_policy_config(path: Option<&Path>) -> Result<PolicyConfig, HarnessError> {
+    let Some(path) = path else {
+        return Ok(PolicyConfig::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| HarnessError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| HarnessError::Config {
+        path: path.to_path_buf(),
+        what: "policy config",
+        message: e.to_string(),
+    })
+}
