@@ -354,6 +354,10 @@ pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
 pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     use tokio::signal::unix::{SignalKind, signal};
     let running = start(cfg).await?;
+    // The handlers before the ready line: a supervisor (or a test) that signals as soon as it
+    // reads the line must reach them, not the default action that kills the process.
+    let mut hup = signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?;
+    let mut term = signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?;
     println!(
         "lachesis serve: gRPC on {}{}; model {} ({})",
         running.grpc_addr,
@@ -365,8 +369,6 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let mut hup = signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?;
-    let mut term = signal(SignalKind::terminate()).map_err(io("SIGTERM handler"))?;
     loop {
         tokio::select! {
             _ = hup.recv() => {
