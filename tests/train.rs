@@ -198,29 +198,42 @@ fn fine_tuning_starts_from_the_model_and_writes_its_own_card(
     base: &std::path::Path,
 ) {
     let base_s = base.to_str().expect("UTF-8");
+    // `lachesis train --from BASE --trace cluster10 --cluster 3x8:V100 --out OUT ARGS...`.
+    let fine_tune = |out: &std::path::Path, args: &[&str]| {
+        let out_s = out.to_str().expect("UTF-8");
+        let mut all = vec![
+            "train",
+            "--from",
+            base_s,
+            "--trace",
+            "traces/itp/cluster10.csv",
+            "--cluster",
+            "3x8:V100",
+            "--out",
+            out_s,
+            "--quiet",
+        ];
+        all.extend_from_slice(args);
+        lachesis(&all)
+    };
+    let succeeded = |out: &std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
     let same = dir.join("same");
-    let out = lachesis(&[
-        "train",
-        "--from",
-        base_s,
-        "--trace",
-        "traces/itp/cluster10.csv",
-        "--cluster",
-        "3x8:V100",
-        "--out",
-        same.to_str().expect("UTF-8"),
-        "--set",
-        "bc.teacher=\"\"",
-        "--set",
-        "ppo.total_steps=0",
-        "--no-card",
-        "--quiet",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&fine_tune(
+        &same,
+        &[
+            "--set",
+            "bc.teacher=\"\"",
+            "--set",
+            "ppo.total_steps=0",
+            "--no-card",
+        ],
+    ));
     assert_eq!(
         fs::read(same.join("model.bpk")).expect("readable"),
         fs::read(base.join("model.bpk")).expect("readable"),
@@ -228,33 +241,21 @@ fn fine_tuning_starts_from_the_model_and_writes_its_own_card(
     );
 
     let mine = dir.join("mine");
-    let out = lachesis(&[
-        "train",
-        "--from",
-        base_s,
-        "--trace",
-        "traces/itp/cluster10.csv",
-        "--cluster",
-        "3x8:V100",
-        "--out",
-        mine.to_str().expect("UTF-8"),
-        "--set",
-        "bc.samples=300",
-        "--set",
-        "ppo.total_steps=256",
-        "--set",
-        "bc.replay_windows=1",
-        "--card-windows",
-        "1",
-        "--card-loads",
-        "1.0",
-        "--quiet",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&fine_tune(
+        &mine,
+        &[
+            "--set",
+            "bc.samples=300",
+            "--set",
+            "ppo.total_steps=256",
+            "--set",
+            "bc.replay_windows=1",
+            "--card-windows",
+            "1",
+            "--card-loads",
+            "1.0",
+        ],
+    ));
     let manifest: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(mine.join("manifest.json")).expect("readable"))
             .expect("JSON");
@@ -273,18 +274,7 @@ fn fine_tuning_starts_from_the_model_and_writes_its_own_card(
         assert!(card.contains(&needle), "the card lacks {needle}:\n{card}");
     }
 
-    let out = lachesis(&[
-        "train",
-        "--from",
-        base_s,
-        "--trace",
-        "traces/itp/cluster10.csv",
-        "--out",
-        dir.join("bad").to_str().expect("UTF-8"),
-        "--set",
-        "model.hidden=8",
-        "--quiet",
-    ]);
+    let out = fine_tune(&dir.join("bad"), &["--set", "model.hidden=8"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
