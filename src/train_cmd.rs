@@ -245,15 +245,15 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
 
 /// Fine-tuning on one operator's history, in minutes: the base model's own environment,
 /// model and reward (so its weights read the same features), the teacher chosen by replay
-/// on the trace's training part, a short cloning pass and a short PPO run, validation on
+/// on the trace's training part, a full cloning pass and a short PPO run, validation on
 /// windows as long as the validation part allows (at most the base's).
 fn quick_recipe(mut cfg: TrainConfig, data: DataConfig, trace_jobs: usize) -> TrainConfig {
     let part = |f: f64| (trace_jobs as f64 * f) as usize;
     cfg.data = vec![data];
     cfg.bc.teacher = REPLAY_TEACHER.into();
-    cfg.bc.samples = 8_000;
-    cfg.bc.epochs = 4;
-    cfg.bc.lr = 3e-4;
+    cfg.bc.samples = 16_000;
+    cfg.bc.epochs = 12;
+    cfg.bc.lr = 1e-3;
     cfg.ppo.total_steps = 20_000;
     cfg.ppo.num_envs = 4;
     cfg.eval.every = 5;

@@ -1,13 +1,15 @@
 //! Candidate actions at a decision point: (pending job, placement) pairs proposed by
 //! heuristic placers, deduplicated by node set, each with its feature row.
 //!
-//! The shortlist: of `jobs_considered` jobs, a third are the oldest pending jobs (submit
-//! order), a third the first in Tiresias' order (by queue of attained GPU service, starved
-//! jobs promoted back to the first queue, FIFO within a queue: `snapshot_queue`), the rest the
-//! pending jobs with the shortest predicted remaining time among the others (the user's
+//! The shortlist: of `jobs_considered` jobs, a quarter are the oldest pending jobs (submit
+//! order), a quarter the first in Tiresias' order (by queue of attained GPU service, starved
+//! jobs promoted back to the first queue, FIFO within a queue: `snapshot_queue`), a quarter
+//! the pending jobs with the shortest predicted remaining time among the others (the user's
 //! estimate, else the online duration predictor that `sjf` uses, learned from jobs seen to
-//! finish), so the head of the queue, the least served and the short jobs behind it can all
-//! be chosen. Only jobs that get a candidate count: each third walks its ranking past jobs
+//! finish), the rest the first by Gittins index per GPU (the `gittins` ordering's, over the
+//! run times of jobs seen to finish), so the head of the queue, the least served, the short
+//! jobs behind it and the Gittins policy's pick can all be chosen. Only jobs that get a
+//! candidate count: each quarter walks its ranking past jobs
 //! that can neither start nor preempt, as Tiresias' greedy pass skips a job that does not
 //! fit, so that in an overloaded cluster big jobs stuck at the head do not hide the small ones
 //! that could run. For each shortlisted job every configured proposer places the job
@@ -20,7 +22,9 @@
 //! a strictly lower class, QoS then priority) found with the first proposer, and that
 //! proposer's placement once the victims are freed; failing that, with `las_preemption` on,
 //! the victims Tiresias' LAS preemption would free for it (running jobs of a strictly more
-//! served queue, most served first). Taking it applies one decision that
+//! served queue, most served first); failing that, with `gittins_preemption` on, the victims
+//! `gittins-preempt` would free (running jobs of an index lower by its margin, lowest first).
+//! Taking it applies one decision that
 //! preempts the victims, then places the job. Works on a `DecisionContext` alone, so the
 //! decision service can enumerate the same way.
 
@@ -31,11 +35,14 @@ use super::features::{
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
 use crate::job::{JobSpec, Qos, TaskRequest};
 use crate::metrics::{FragmentMemo, MixCounts, TaskMix};
-use crate::policy::order::{DurationPredictor, TiresiasConfig, snapshot_queue};
+use crate::policy::order::{
+    Atoms, DurationPredictor, GittinsConfig, GittinsEstimator, Score, TiresiasConfig, gpu_class,
+    processors, snapshot_queue,
+};
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
-    DecisionContext, LasPreempt, PendingJob, Placement, Placer, PlanMark, Planner, StrategyPlacer,
-    VictimPools, minimal_victims,
+    DecisionContext, GittinsPreempt, LasPreempt, PendingJob, Placement, Placer, PlanMark, Planner,
+    StrategyPlacer, VictimPools, minimal_victims,
 };
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
@@ -149,6 +156,10 @@ struct Listed<'a> {
     pending: usize,
     /// Its Tiresias queue and whether it got there by promotion (`snapshot_queue`).
     las_queue: (usize, bool),
+    /// Its Gittins index per GPU, its rank by it, and its chance to finish within an hour.
+    gittins: f64,
+    gittins_rank: usize,
+    finish_within_hour: f64,
 }
 
 /// The stats of placing shortlisted job `l` on `nodes`; the after-placement and victim fields
@@ -172,6 +183,9 @@ fn job_stats(l: &Listed<'_>, nodes: usize, min_nodes: u64) -> CandidateStats {
         queue_position: position,
         las_queue: l.las_queue.0,
         promoted: l.las_queue.1,
+        gittins: l.gittins,
+        gittins_rank: l.gittins_rank,
+        finish_within_hour: l.finish_within_hour,
         idle: p.idle(),
         nodes_used: nodes,
         cross_node: nodes as u64 > min_nodes,
@@ -341,6 +355,7 @@ fn propose(
 /// with flag `flag`, after preempting `preemptions`.
 fn candidate(
     ctx: &DecisionContext<'_>,
+    gittins: &GittinsEstimator,
     listed: &Listed<'_>,
     proposal: &Proposal,
     flag: u8,
@@ -348,6 +363,15 @@ fn candidate(
     preemptions: Vec<JobId>,
 ) -> Candidate {
     let (gpu_mean, gpu_min, cpu_mean) = proposal.free;
+    let highest_victim = preemptions
+        .iter()
+        .map(|v| gittins.priority(ctx.job(*v), ctx.attained_ms(*v)))
+        .fold(0.0, f64::max);
+    let victim_index_ratio = if highest_victim > 0.0 {
+        listed.gittins / highest_victim
+    } else {
+        0.0
+    };
     Candidate {
         placement: Placement {
             job: listed.p.spec.id,
@@ -361,6 +385,7 @@ fn candidate(
             proposed_by: flag,
             victims: preemptions.len(),
             victim_gpus: preemptions.iter().map(|v| ctx.job(*v).gpus_total()).sum(),
+            victim_index_ratio,
             ..job_stats(listed, proposal.nodes.len(), min_nodes)
         },
         preemptions,
@@ -419,6 +444,10 @@ impl Taken {
 pub struct Enumerator {
     proposers: Proposers,
     las: Option<LasPreempt>,
+    /// The Gittins indices (features, shortlist), and its victims when `gittins_preemption`.
+    gittins: GittinsPreempt,
+    gittins_preemption: bool,
+    contention: Contention,
     work_conserving: bool,
     max_hold: Option<SimTime>,
     /// By job id: the predicted total run time, valid while the predictor has learned from
@@ -464,6 +493,10 @@ impl Enumerator {
         Enumerator {
             proposers: Proposers::new(proposers),
             las: None,
+            gittins: GittinsPreempt::new(&GittinsConfig::default())
+                .expect("the default Gittins config is valid"),
+            gittins_preemption: false,
+            contention: Contention::default(),
             work_conserving: false,
             max_hold: None,
             predicted: Vec::new(),
@@ -485,6 +518,7 @@ impl Enumerator {
         if cfg.las_preemption {
             e.las = LasPreempt::new(&TiresiasConfig::default()).ok();
         }
+        e.gittins_preemption = cfg.gittins_preemption;
         e.work_conserving = cfg.work_conserving;
         e.max_hold = cfg.max_hold_s.and_then(SimTime::from_secs_f64);
         e
@@ -528,6 +562,8 @@ impl Enumerator {
     pub fn observe(&mut self, ctx: &DecisionContext<'_>) {
         self.mix.observe(ctx);
         self.durations.observe(ctx);
+        self.gittins.observe(ctx);
+        self.contention.observe(ctx);
         if self.durations.samples() != self.predicted_at {
             self.predicted_at = self.durations.samples();
             self.predicted.iter_mut().for_each(|p| *p = None);
@@ -577,12 +613,29 @@ impl Enumerator {
         elapsed: SimTime,
     ) -> DecisionPoint {
         let (mix, memo) = self.mix.mix();
-        self.pools.for_point(ctx.now(), planner, &taken.preempted);
+        // Never a victim: a job preempted at this instant (it is gone), nor one started at
+        // it, by this decision or an earlier step of the instant. Offering those would let a
+        // job preempt the job that just preempted it, at the same instant, without end: with
+        // wait masked while any candidate exists, a policy could never leave the instant.
+        let now = ctx.now();
+        let mut exclude = taken.preempted.clone();
+        exclude.extend_from_slice(&taken.placed);
+        exclude.extend(
+            planner
+                .state()
+                .running()
+                .filter(|a| a.preemptible && ctx.runtime(a.job).run_start == Some(now))
+                .map(|a| a.job),
+        );
+        self.pools.for_point(now, planner, &exclude);
         let parts = Parts {
             proposers: &mut self.proposers,
             answers: &mut self.answers,
             pools: &mut self.pools,
             las: self.las.as_ref(),
+            gittins: &self.gittins,
+            gittins_preemption: self.gittins_preemption,
+            contention: self.contention.mean(),
             mix,
             memo,
             durations: &self.durations,
@@ -598,9 +651,15 @@ impl Enumerator {
             let running = planner.state().running().len() + taken.placed.len();
             running <= taken.preempted.len()
         };
-        let held_enough = self
-            .max_hold
-            .is_some_and(|h| point.candidates.iter().any(|c| c.stats.waited >= h));
+        // Only a job that could start without preempting anyone forces a choice: with
+        // `max_hold_s = 0` counting preemption candidates too, an agent had to preempt whenever
+        // LAS could, so every model trained that way preempted like LAS.
+        let held_enough = self.max_hold.is_some_and(|h| {
+            point
+                .candidates
+                .iter()
+                .any(|c| c.preemptions.is_empty() && c.stats.waited >= h)
+        });
         point.must_act = idle || held_enough;
         point
     }
@@ -640,6 +699,9 @@ struct Parts<'e> {
     /// Readied for this point (`VictimPools::for_point`).
     pools: &'e mut VictimPools,
     las: Option<&'e LasPreempt>,
+    gittins: &'e GittinsPreempt,
+    gittins_preemption: bool,
+    contention: f64,
     mix: &'e TaskMix,
     memo: &'e mut FragmentMemo,
     durations: &'e DurationPredictor,
@@ -663,6 +725,9 @@ fn candidates_in(
         answers,
         pools,
         las,
+        gittins,
+        gittins_preemption,
+        contention,
         mix,
         memo,
         durations,
@@ -686,10 +751,15 @@ fn candidates_in(
         .pending()
         .filter(|p| !taken.placed.contains(&p.spec.id))
         .collect();
+    let estimator = gittins.estimator();
+    let all = estimator.overall();
     let global = featurizer.global_row(&GlobalStats {
         placed_now,
         elapsed,
         predictor_samples: durations.samples(),
+        run_quantiles: [0.1, 0.5, 0.9].map(|q| run_quantile(all, q)),
+        index_trend: index_trend(all),
+        contention,
         ..global_stats(ctx, planner, taken, &pending, mix, memo)
     });
     let ranked = rank(
@@ -698,6 +768,7 @@ fn candidates_in(
         durations,
         predicted,
         tiresias,
+        estimator,
         featurizer.jobs_considered,
     );
     // Sized for every proposer's answer for each job considered: no rehash on the way.
@@ -708,6 +779,8 @@ fn candidates_in(
         planner,
         proposers,
         las,
+        gittins: gittins_preemption.then_some(gittins),
+        estimator,
         mix,
         limit,
         max_gpus_per_node,
@@ -720,11 +793,11 @@ fn candidates_in(
         ),
         pools,
     };
-    // Each third walks its ranking until its quota of jobs with a candidate is met: like
+    // Each quarter walks its ranking until its quota of jobs with a candidate is met: like
     // Tiresias' greedy pass, a job that can neither start nor preempt is passed over, so jobs
     // stuck at the head of a ranking do not crowd out those behind them that could run.
     let mut tried = vec![false; ranked.listed.len()];
-    'thirds: for (order, quota) in ranked.orders.iter().zip(ranked.quotas) {
+    'quarters: for (order, quota) in ranked.orders.iter().zip(ranked.quotas) {
         let mut got = 0;
         for &i in order {
             if got >= quota {
@@ -737,7 +810,7 @@ fn candidates_in(
                 got += 1;
             }
             if walk.candidates.len() >= limit {
-                break 'thirds;
+                break 'quarters;
             }
         }
     }
@@ -752,12 +825,18 @@ fn candidates_in(
 /// Victims, and the proposal once they are freed.
 type Preemption = (Vec<JobId>, Proposal);
 
+/// What a preemption candidate depends on: shape number, class, LAS queue, Gittins index bits.
+type PreemptionKey = (usize, Qos, i32, Option<usize>, Option<u64>);
+
 /// The candidates of one decision point as they are collected job by job.
 struct Walk<'w, 'a, 'p> {
     ctx: &'w DecisionContext<'a>,
     planner: &'w mut Planner<'p>,
     proposers: &'w mut Proposers,
     las: Option<&'w LasPreempt>,
+    /// Offers `gittins-preempt`'s victims (with `gittins_preemption`).
+    gittins: Option<&'w GittinsPreempt>,
+    estimator: &'w GittinsEstimator,
     mix: &'w TaskMix,
     limit: usize,
     max_gpus_per_node: u64,
@@ -768,9 +847,9 @@ struct Walk<'w, 'a, 'p> {
     /// offered, with the candidate's index.
     seen: Vec<(usize, usize)>,
     /// Likewise the victim search and the proposal after it: they depend on the shape, the
-    /// class (`preempt`) and the service queue (`las-preempt`) only.
-    /// By shape number (see `ShapeAnswers`), class and queue.
-    preemptions: FastMap<(usize, Qos, i32, Option<usize>), Option<Preemption>>,
+    /// class (`preempt`), the service queue (`las-preempt`) and the index (`gittins-preempt`)
+    /// only. By shape number (see `ShapeAnswers`), class, queue and the index's bits.
+    preemptions: FastMap<PreemptionKey, Option<Preemption>>,
     pools: &'w mut VictimPools,
 }
 
@@ -809,6 +888,7 @@ impl<'a> Walk<'_, 'a, '_> {
             self.seen.push((slot, self.candidates.len()));
             self.candidates.push(candidate(
                 self.ctx,
+                self.estimator,
                 listed,
                 proposal,
                 kind.flag(),
@@ -826,19 +906,22 @@ impl<'a> Walk<'_, 'a, '_> {
             return false;
         };
         let queue = self.las.map(|l| l.queue_of(self.ctx, job.id));
-        let (ctx, las, mix) = (self.ctx, self.las, self.mix);
+        let index = self.gittins.map(|_| listed.gittins.to_bits());
+        let (ctx, las, gittins, mix) = (self.ctx, self.las, self.gittins, self.mix);
         let (planner, pools) = (&mut *self.planner, &mut *self.pools);
         let answer = self
             .preemptions
-            .entry((number, job.qos, job.priority, queue))
+            .entry((number, job.qos, job.priority, queue, index))
             .or_insert_with(|| {
-                preempt_proposal(ctx, planner, placer.as_mut(), las, mix, job, pools)
+                let preempting = Preempting { las, gittins };
+                preempt_proposal(ctx, planner, placer.as_mut(), preempting, mix, job, pools)
             });
         let Some((victims, proposal)) = answer else {
             return false;
         };
         self.candidates.push(candidate(
             ctx,
+            self.estimator,
             listed,
             proposal,
             kind.flag(),
@@ -849,19 +932,35 @@ impl<'a> Walk<'_, 'a, '_> {
     }
 }
 
-/// The victims for `job` (`preempt`'s minimal set, else with `las` LAS's) and where `placer`
-/// puts it once they are freed; nothing changes on the planner.
+/// The preemption rules offered besides `preempt`'s.
+#[derive(Clone, Copy)]
+struct Preempting<'a> {
+    las: Option<&'a LasPreempt>,
+    gittins: Option<&'a GittinsPreempt>,
+}
+
+/// The victims for `job` (`preempt`'s minimal set, else LAS's, else Gittins', as offered) and
+/// where `placer` puts it once they are freed; nothing changes on the planner.
 fn preempt_proposal(
     ctx: &DecisionContext<'_>,
     planner: &mut Planner<'_>,
     placer: &mut dyn Placer,
-    las: Option<&LasPreempt>,
+    rules: Preempting<'_>,
     mix: &TaskMix,
     job: &JobSpec,
     pools: &mut VictimPools,
 ) -> Option<Preemption> {
     let victims = minimal_victims(ctx, planner, placer, job, pools)
-        .or_else(|| las.and_then(|l| l.victims_for(ctx, planner, placer, job, pools)))?;
+        .or_else(|| {
+            rules
+                .las
+                .and_then(|l| l.victims_for(ctx, planner, placer, job, pools))
+        })
+        .or_else(|| {
+            rules
+                .gittins
+                .and_then(|g| g.victims_for(ctx, planner, placer, job, pools))
+        })?;
     let mark = planner.mark();
     for v in &victims {
         planner.free_running(*v);
@@ -870,15 +969,68 @@ fn preempt_proposal(
     Some((victims, proposal))
 }
 
-/// Every pending job with what its rows need, and the three rankings the shortlist walks (see
-/// the module docs): submit order, Tiresias' order, and shortest predicted remaining time,
-/// with how many jobs with candidates each contributes (`ceil(k / 3)`, up to `ceil(2k / 3)`,
-/// up to `k` in all).
+/// The `q`-quantile of `atoms` (0 before any run time is known).
+fn run_quantile(atoms: &Atoms, q: f64) -> SimTime {
+    atoms
+        .quantile(q)
+        .map_or(SimTime::ZERO, |ms| SimTime(ms.round() as u64))
+}
+
+/// `ln(G(median) / G(0))` of `atoms`: below 0 when the index falls as jobs run (a decreasing
+/// hazard: LAS's world), above 0 when it rises (FIFO's and SJF's); 0 before anything is known.
+fn index_trend(atoms: &Atoms) -> f64 {
+    let (Some(median), Some(g0)) = (atoms.quantile(0.5), atoms.index(0.0)) else {
+        return 0.0;
+    };
+    // Just below the median, so the median's own atom still lies above.
+    match atoms.index((median - 1.0).max(0.0)) {
+        Some(g) if g > 0.0 && g0 > 0.0 => (g / g0).ln(),
+        _ => 0.0,
+    }
+}
+
+/// The queue's GPU demand over the cluster's GPUs, `ln(1 + pending GPUs / GPUs)`, averaged
+/// over the time before now with a one-hour time constant (what "the cluster has been busy
+/// lately" means): the demand seen last at an instant holds until the next one. Before any
+/// time has passed it is the demand now (the latest seen at this instant).
+#[derive(Debug, Clone, Default)]
+struct Contention {
+    /// When the demand was last seen, and what it was.
+    last: Option<(SimTime, f64)>,
+    /// The average over the time up to `last` (`None` while no time has passed).
+    before: Option<f64>,
+}
+
+impl Contention {
+    const TAU_MS: f64 = 3_600_000.0;
+
+    fn observe(&mut self, ctx: &DecisionContext<'_>) {
+        let gpus = ctx.cluster().spec().total_gpus().max(1) as f64;
+        let demand: u64 = ctx.pending().map(|p| p.spec.gpus_total()).sum();
+        let now = ctx.now();
+        if let Some((t, held)) = self.last
+            && now > t
+        {
+            let keep = (-(now.saturating_sub(t).ms() as f64) / Self::TAU_MS).exp();
+            self.before = Some(self.before.map_or(held, |m| keep * m + (1.0 - keep) * held));
+        }
+        self.last = Some((now, (demand as f64 / gpus).ln_1p()));
+    }
+
+    fn mean(&self) -> f64 {
+        self.before.or(self.last.map(|(_, v)| v)).unwrap_or(0.0)
+    }
+}
+
+/// Every pending job with what its rows need, and the four rankings the shortlist walks (see
+/// the module docs): submit order, Tiresias' order, shortest predicted remaining time and
+/// Gittins index, with how many jobs with candidates each contributes (`ceil(k / 4)`, up to
+/// `ceil(2k / 4)`, ..., up to `k` in all).
 struct Ranked<'a> {
     /// In submit order.
     listed: Vec<Listed<'a>>,
-    orders: [Vec<usize>; 3],
-    quotas: [usize; 3],
+    orders: [Vec<usize>; 4],
+    quotas: [usize; 4],
 }
 
 fn rank<'a>(
@@ -887,12 +1039,32 @@ fn rank<'a>(
     durations: &DurationPredictor,
     predicted: &[Option<SimTime>],
     tiresias: &LasQueues,
+    gittins: &GittinsEstimator,
     k: usize,
 ) -> Ranked<'a> {
+    // A fresh job's index and chance depend on its class and size only: once per point.
+    let mut fresh: FastMap<(usize, u64), (f64, f64)> = FastMap::default();
+    let mut view = |job: &JobSpec, attained: u64| -> (f64, f64) {
+        let compute = || {
+            let within = gittins
+                .distribution(job)
+                .finish_within(attained as f64, 3_600_000.0)
+                .unwrap_or(0.0);
+            (gittins.priority(job, attained), within)
+        };
+        if attained == 0 {
+            *fresh
+                .entry((gpu_class(job), processors(job)))
+                .or_insert_with(compute)
+        } else {
+            compute()
+        }
+    };
     let mut listed: Vec<Listed<'a>> = pending
         .iter()
         .enumerate()
         .map(|(i, p)| {
+            let (index, within) = view(p.spec, ctx.attained_ms(p.spec.id));
             let total = predicted
                 .get(p.spec.id.index())
                 .copied()
@@ -905,6 +1077,9 @@ fn rank<'a>(
                 shortness_rank: 0,
                 pending: pending.len(),
                 las_queue: snapshot_queue(p, &tiresias.thresholds, tiresias.knob),
+                gittins: index,
+                gittins_rank: 0,
+                finish_within_hour: within,
             }
         })
         .collect();
@@ -917,10 +1092,21 @@ fn rank<'a>(
     // Tiresias' order: by queue, FIFO within (a stable sort of submit order).
     let mut by_queue: Vec<usize> = (0..pending.len()).collect();
     by_queue.sort_by_key(|i| listed[*i].las_queue.0);
-    let (first, two) = (k.div_ceil(3), (2 * k).div_ceil(3));
+    // The Gittins order: highest index per GPU first (ties by submit order).
+    let mut by_index: Vec<usize> = (0..pending.len()).collect();
+    by_index.sort_by_key(|i| Score(-listed[*i].gittins));
+    for (r, i) in by_index.iter().enumerate() {
+        listed[*i].gittins_rank = r;
+    }
+    let cut = |j: usize| (j * k).div_ceil(4);
     Ranked {
         listed,
-        orders: [(0..pending.len()).collect(), by_queue, by_shortness],
-        quotas: [first, two - first, k - two],
+        orders: [
+            (0..pending.len()).collect(),
+            by_queue,
+            by_shortness,
+            by_index,
+        ],
+        quotas: [cut(1), cut(2) - cut(1), cut(3) - cut(2), k - cut(3)],
     }
 }

@@ -27,6 +27,9 @@ pub struct EnvConfig {
     /// Offer LAS preemption candidates too (see `candidates`): a waiting job may preempt
     /// running jobs of a more served Tiresias queue. Run with `sim.tick_s > 0`.
     pub las_preemption: bool,
+    /// Offer Gittins preemption candidates too (`gittins-preempt`'s victims, for a job no LAS
+    /// candidate serves). Run with `sim.tick_s > 0`.
+    pub gittins_preemption: bool,
     /// Mask "wait" when nothing would be running and some candidate can start: the agent may
     /// hold jobs back while others run, but never idle the whole cluster (or stall).
     pub work_conserving: bool,
@@ -54,6 +57,7 @@ impl Default for EnvConfig {
             jobs_considered: 16,
             proposers: vec![Proposer::BestFit, Proposer::WorstFit, Proposer::Fgd],
             las_preemption: false,
+            gittins_preemption: false,
             work_conserving: false,
             max_hold_s: None,
             max_steps: 0,

@@ -15,11 +15,17 @@
 //! whether that wait has passed `promote_knob` times its attained run time, which sends it
 //! back to the first queue. Without them a model could not tell a starved preempted job from
 //! a merely well-served one, and over long runs it starved the former (docs/training.md).
+//! Version 5 added what reveals the regime (issue 24): the Gittins view of a job
+//! (`gittins_log`, `gittins_rank`, `finish_within_hour`, and for a preemption
+//! `victim_index_log_ratio`: its index against its victims'), over the run times of jobs seen
+//! to finish; and globally their quantiles, whether the index rises or falls with service
+//! (`index_trend`: increasing hazard, FIFO/SJF's world, or decreasing, LAS's), and the
+//! cluster's recent contention. With them one model can tell when preemption pays.
 
 use crate::units::SimTime;
 
 /// Bumped whenever a feature is added, removed, reordered or rescaled.
-pub const FEATURE_SCHEMA_VERSION: u32 = 4;
+pub const FEATURE_SCHEMA_VERSION: u32 = 5;
 
 /// Rows in an observation: candidate actions, padded, the last one always "wait".
 pub const MAX_CANDIDATES: usize = 64;
@@ -31,7 +37,7 @@ pub const WAIT_ACTION: usize = MAX_CANDIDATES - 1;
 pub const FEATURE_BOUND: f32 = 10.0;
 
 /// Names of the per-candidate features, in row order.
-pub const CANDIDATE_FEATURES: [&str; 29] = [
+pub const CANDIDATE_FEATURES: [&str; 33] = [
     "is_wait",                     // 1 for the wait row, 0 otherwise
     "job_gpus_log",                // ln(1 + GPUs of the whole gang)
     "job_gpu_share",               // share of each GPU a task takes (milli / 1000)
@@ -61,10 +67,14 @@ pub const CANDIDATE_FEATURES: [&str; 29] = [
     "las_queue",                   // Tiresias queue by attained GPU service, 0 when promoted
     "idle_log_min",                // ln(1 + minutes since its last run ended, else since submit)
     "promoted",                    // 1 when idle >= promote_knob x attained run time (starved)
+    "gittins_log",                 // ln(Gittins index per GPU, per hour), 0 before any sample
+    "gittins_rank",                // rank by that index among pending (0 = highest) / pending
+    "finish_within_hour",          // P(run time <= attained + 1 h | > attained), learned
+    "victim_index_log_ratio",      // ln(its index / its victims' highest), 0 without victims
 ];
 
 /// Names of the global features, in order.
-pub const GLOBAL_FEATURES: [&str; 12] = [
+pub const GLOBAL_FEATURES: [&str; 17] = [
     "time_of_day_sin",       // sin(2 pi seconds-of-day / 86400) of sim time
     "time_of_day_cos",       // cos of the same
     "queue_len_log",         // ln(1 + pending jobs)
@@ -77,6 +87,11 @@ pub const GLOBAL_FEATURES: [&str; 12] = [
     "oldest_wait_log_min",   // ln(1 + minutes the oldest pending job has waited)
     "elapsed_log_min",       // ln(1 + minutes since the episode's first submit)
     "predictor_samples_log", // ln(1 + finished jobs the duration predictor has learned from)
+    "run_q10_log_min",       // ln(1 + minutes): 10th percentile of finished jobs' run times
+    "run_q50_log_min",       // the median
+    "run_q90_log_min",       // the 90th percentile
+    "index_trend",           // ln(G(median) / G(0)) of all run times: < 0 LAS-like, > 0 FIFO-like
+    "contention_log",        // ln(1 + pending GPUs / cluster GPUs), averaged over the last hour
 ];
 
 pub const CANDIDATE_WIDTH: usize = CANDIDATE_FEATURES.len();
@@ -121,6 +136,14 @@ pub struct CandidateStats {
     pub idle: SimTime,
     /// Starved by Tiresias' promotion rule, hence back in queue 0.
     pub promoted: bool,
+    /// Its Gittins index per GPU, per hour (0 before any job has finished).
+    pub gittins: f64,
+    /// Rank by that index among the pending jobs (0 = highest).
+    pub gittins_rank: usize,
+    /// The learned chance it finishes within the next hour of running.
+    pub finish_within_hour: f64,
+    /// Its index over the highest of its victims' (0 without victims).
+    pub victim_index_ratio: f64,
 }
 
 /// The cluster and queue at a decision point, in natural units.
@@ -137,6 +160,12 @@ pub struct GlobalStats {
     pub oldest_wait: SimTime,
     pub elapsed: SimTime,
     pub predictor_samples: u64,
+    /// Quantiles (10%, 50%, 90%) of finished jobs' run times (0 before any).
+    pub run_quantiles: [SimTime; 3],
+    /// ln(G(median) / G(0)) over all finished jobs' run times (0 before any).
+    pub index_trend: f64,
+    /// ln(1 + pending GPUs / cluster GPUs), time-averaged over about the last hour.
+    pub contention: f64,
 }
 
 /// Turns stats into feature rows; sized by the cluster and the number of jobs considered.
@@ -174,6 +203,11 @@ fn log_count(n: u64) -> f32 {
 
 fn signed_log(x: f64) -> f32 {
     (x.signum() * x.abs().ln_1p()) as f32
+}
+
+/// `ln(x)` of a positive quantity, 0 for 0 (nothing known) or less.
+fn positive_log(x: f64) -> f32 {
+    if x > 0.0 { x.ln() as f32 } else { 0.0 }
 }
 
 fn ratio(a: f64, b: f64) -> f32 {
@@ -232,6 +266,10 @@ impl Featurizer {
             c.las_queue as f32,
             log_min(c.idle),
             flag(c.promoted),
+            positive_log(c.gittins),
+            ratio(c.gittins_rank as f64, c.pending as f64),
+            c.finish_within_hour as f32,
+            positive_log(c.victim_index_ratio),
         ])
     }
 
@@ -250,6 +288,11 @@ impl Featurizer {
             log_min(g.oldest_wait),
             log_min(g.elapsed),
             log_count(g.predictor_samples),
+            log_min(g.run_quantiles[0]),
+            log_min(g.run_quantiles[1]),
+            log_min(g.run_quantiles[2]),
+            g.index_trend as f32,
+            g.contention as f32,
         ])
     }
 }
@@ -350,7 +393,18 @@ mod tests {
         // Preempting two jobs of 8 GPUs in all.
         assert!((row[22] - 3f32.ln()).abs() < 1e-6);
         assert_eq!(row[23], 0.25);
-        assert_eq!(&row[26..], &[0.0, 0.0, 0.0]);
+        assert_eq!(&row[26..], &[0.0; 7]);
+        let gittins = f.candidate_row(&CandidateStats {
+            gittins: 2.0,
+            gittins_rank: 4,
+            pending: 16,
+            finish_within_hour: 0.3,
+            victim_index_ratio: 0.5,
+            ..c
+        });
+        assert!((gittins[29] - 2f32.ln()).abs() < 1e-6);
+        assert_eq!((gittins[30], gittins[31]), (0.25, 0.3));
+        assert!((gittins[32] + 2f32.ln()).abs() < 1e-6);
         let promoted = f.candidate_row(&CandidateStats {
             las_queue: 2,
             idle: SimTime::from_secs(59 * 60),

@@ -499,8 +499,9 @@ fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
     use crate::job::JobSpec;
     use crate::units::JobId;
     // 10 one-GPU jobs submitted together on a free 8-GPU node, with estimates of 10, 9, ...,
-    // 1 hours, and jobs_considered 4: the shortlist is the two oldest (10 h, 9 h), the least
-    // served of the rest (all unserved: the next oldest, 8 h), and the shortest (1 h).
+    // 1 hours, and jobs_considered 4: the shortlist is the oldest (10 h), the least served of
+    // the rest (all unserved: the next oldest, 9 h), the shortest (1 h), and the first by
+    // Gittins index (nothing has finished, every index is equal: the next oldest, 8 h).
     let spec = Arc::new(load_cluster("1x8:V100").unwrap());
     let base = synthetic_trace(10, &spec, 0.9, 1);
     let jobs: Vec<JobSpec> = base
@@ -530,7 +531,7 @@ fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
     let jobs: Vec<u32> = (0..4)
         .map(|a| env.candidate(a).unwrap().placement.job.0)
         .collect();
-    assert_eq!(jobs, vec![0, 1, 2, 9]);
+    assert_eq!(jobs, vec![0, 1, 9, 2]);
     assert!(env.candidate(4).is_none());
     let obs = env.observation().unwrap();
     let shortness = CANDIDATE_FEATURES
@@ -539,7 +540,113 @@ fn the_shortlist_holds_the_queue_head_and_the_shortest_jobs() {
         .unwrap();
     // The oldest job is the longest: rank 9 of 10.
     assert!((obs.row(0)[shortness] - 0.9).abs() < 1e-6);
-    assert_eq!(obs.row(3)[shortness], 0.0);
+    assert_eq!(obs.row(2)[shortness], 0.0);
+}
+
+#[test]
+fn gittins_candidates_let_the_env_follow_the_gittins_policy() {
+    // With Gittins preemption candidates and the shortlist's Gittins quarter, following
+    // gittins/best-fit/gittins-preempt in the environment maps nearly every decision to a
+    // candidate and finishes every job.
+    let spec = cluster();
+    let trace = synthetic_trace(80, &spec, 1.2, 5);
+    let teacher = "gittins/best-fit/gittins-preempt";
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.gittins_preemption = true;
+    c.sim.tick_s = 600.0;
+    let (summary, steps, exact) = imitate_episode(&trace, &spec, teacher, c.clone());
+    eprintln!(
+        "{teacher}: {exact}/{steps} exact, {} preemptions",
+        summary.preemptions
+    );
+    assert_eq!(summary.finished, 80);
+    assert!(exact * 100 >= steps * 90, "{exact}/{steps} exact");
+}
+
+#[test]
+fn a_policy_that_always_preempts_still_leaves_every_instant() {
+    // The worst case for preemption cycles: both rules offered, wait masked whenever a
+    // candidate exists, and a policy that takes a preemption whenever one is offered. A job
+    // started at this instant is never a victim, so no two jobs can preempt each other back
+    // and forth at one instant; the episode ends with every job done, well inside the cap.
+    let spec = cluster();
+    let trace = synthetic_trace(80, &spec, 1.2, 5);
+    let mut c = cfg(RewardConfig::default(), 20_000, 0.0);
+    c.las_preemption = true;
+    c.gittins_preemption = true;
+    c.work_conserving = true;
+    c.max_hold_s = Some(0.0);
+    c.sim.tick_s = 600.0;
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    let (mut obs, _) = env.reset(1).unwrap();
+    let mut preemptions = 0u64;
+    loop {
+        let legal: Vec<usize> = obs.legal_actions().collect();
+        let pick = legal
+            .iter()
+            .copied()
+            .find(|a| env.candidate(*a).is_some_and(|c| !c.preemptions.is_empty()))
+            .unwrap_or(legal[0]);
+        preemptions += u64::from(
+            env.candidate(pick)
+                .is_some_and(|c| !c.preemptions.is_empty()),
+        );
+        let s = env.step(pick).unwrap();
+        if s.terminated || s.truncated {
+            assert!(
+                s.terminated,
+                "truncated at the step cap: a preemption cycle"
+            );
+            break;
+        }
+        obs = s.obs;
+    }
+    assert!(preemptions > 0, "the workload should offer preemptions");
+    assert_eq!(env.finish("preempt-always").unwrap().summary.finished, 80);
+}
+
+#[test]
+fn holding_jobs_back_never_forces_a_preemption() {
+    // Wait masked whenever a job can start (max_hold_s = 0), LAS preemption candidates on, and
+    // a policy that waits whenever it may: it must never be made to preempt, and every job
+    // still finishes (preemption is a choice, never the only legal action).
+    let spec = cluster();
+    let trace = synthetic_trace(80, &spec, 1.2, 5);
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.las_preemption = true;
+    c.work_conserving = true;
+    c.max_hold_s = Some(0.0);
+    c.sim.tick_s = 600.0;
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    let (mut obs, _) = env.reset(1).unwrap();
+    let mut offered = 0u64;
+    loop {
+        let legal: Vec<usize> = obs.legal_actions().collect();
+        offered += u64::from(
+            legal
+                .iter()
+                .any(|a| env.candidate(*a).is_some_and(|c| !c.preemptions.is_empty())),
+        );
+        // Wait if it may; else the first candidate that preempts nobody (one must exist).
+        let pick = if legal.contains(&WAIT_ACTION) {
+            WAIT_ACTION
+        } else {
+            *legal
+                .iter()
+                .find(|a| env.candidate(**a).is_some_and(|c| c.preemptions.is_empty()))
+                .expect("acting is forced only by a candidate that preempts nobody")
+        };
+        let s = env.step(pick).unwrap();
+        if s.terminated || s.truncated {
+            assert!(s.terminated);
+            break;
+        }
+        obs = s.obs;
+    }
+    assert!(offered > 0, "the workload should offer preemptions");
+    let summary = env.finish("wait-when-legal").unwrap().summary;
+    assert_eq!(summary.finished, 80);
+    assert_eq!(summary.preemptions, 0);
 }
 
 #[test]

@@ -112,7 +112,10 @@ impl Atoms {
             cum_wv: vec![0.0],
         };
         for (v, w) in atoms {
-            let (cw, cwv) = (out.total_weight(), out.cum_wv[out.cum_wv.len() - 1]);
+            let (cw, cwv) = (
+                out.total_weight(),
+                out.cum_wv.last().copied().unwrap_or(0.0),
+            );
             if out.values.last() == Some(&v) {
                 let last = out.cum_w.len() - 1;
                 out.cum_w[last] = cw + w;
@@ -131,7 +134,7 @@ impl Atoms {
     }
 
     fn total_weight(&self) -> f64 {
-        self.cum_w[self.cum_w.len() - 1]
+        self.cum_w.last().copied().unwrap_or(0.0)
     }
 
     /// The Gittins index at attained service `attained_ms`, per hour of service; `None` when
@@ -453,6 +456,17 @@ mod tests {
         );
         assert_eq!(atoms.quantile(0.5), Some(HOUR_MS));
         assert_eq!(atoms.quantile(1.0), Some(10.0 * HOUR_MS));
+        // The empty distribution (a default one too) answers nothing, without panicking.
+        for empty in [Atoms::default(), Atoms::new(Vec::new())] {
+            assert_eq!(
+                (
+                    empty.index(0.0),
+                    empty.quantile(0.5),
+                    empty.finish_within(0.0, 1.0)
+                ),
+                (None, None, None)
+            );
+        }
     }
 
     #[test]
