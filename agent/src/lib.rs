@@ -1,6 +1,6 @@
 //! The learner: PPO over a masked categorical of candidate scores.
 //!
-//! Owns the pure RL arithmetic (`gae`, `masked`), the burn model that scores candidates
+//! Owns the pure RL arithmetic (`gae`, `input_baseline`, `masked`), the burn model that scores candidates
 //! (`model`), the clipped PPO loss (`ppo`) and the TensorBoard event files training writes
 //! (`tensorboard`). Depends on `lachesis-env` only for the observation schema; knows nothing
 //! of the simulator's internals. `harness` is the comparison harness (every policy, learned
@@ -8,6 +8,7 @@
 
 pub mod gae;
 pub mod harness;
+pub mod input_baseline;
 pub mod manifest;
 pub mod masked;
 pub mod model;
@@ -17,6 +18,7 @@ pub mod tensorboard;
 pub mod train;
 
 pub use gae::gae;
+pub use input_baseline::{InputAdvantages, input_advantages};
 pub use manifest::{Manifest, ModelError};
 pub use masked::{MASKED_LOGIT, MaskedCategorical};
 pub use model::{ObsBatch, Scorer, ScorerConfig};

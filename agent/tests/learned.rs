@@ -285,6 +285,113 @@ baselines = ["fifo/best-fit"]
     LearnedPolicy::load(&out, "rl").unwrap();
 }
 
+/// Decima's way from scratch: whole episodes, several per input with the input-dependent
+/// baseline, a curriculum on their length, a decaying entropy bonus; and DAgger rounds after
+/// cloning. The run must improve on its initial policy and log what each part did.
+#[test]
+fn input_baselines_a_curriculum_and_dagger_train_end_to_end() {
+    let spec = cluster();
+    let trace = synthetic_trace(1200, &spec, 1.0, 21);
+    let datasets = [Dataset {
+        name: "synthetic".into(),
+        trace,
+        cluster: spec,
+    }];
+    let base = r#"
+seed = 4
+threads = 2
+[split]
+train = 0.7
+validation = 0.2
+[windows]
+jobs = 40
+pool = 8
+loads = [1.0]
+[env.sim]
+skip_unplaceable = true
+record_timeline = false
+[env.reward]
+jct = 0.0
+jobs = 1.0
+[ppo]
+total_steps = 3072
+lr = 0.001
+anneal_lr = false
+ent_coef = 0.02
+ent_coef_final = 0.0
+rollouts_per_input = 4
+inputs_per_iteration = 2
+horizon_start = 0.5
+horizon_final = 2.0
+[eval]
+every = 4
+windows = 3
+loads = [1.0]
+baselines = ["fifo/best-fit"]
+"#;
+    let cfg = TrainConfig::parse(&format!("{base}[bc]\nteacher = \"\"\n"), &[]).unwrap();
+    let out = scratch("input-baseline");
+    let manifest = train(&cfg, &datasets, &out, &RunOptions::default(), &mut |_| {}).unwrap();
+    let curve = std::fs::read_to_string(out.join("curve.csv")).unwrap();
+    let rel: Vec<f64> = curve
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert!(rel.len() >= 2, "{curve}");
+    let best = rel.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(
+        best < rel[0],
+        "no improvement over the initial policy: {curve}"
+    );
+    // Whole episodes: the run stops at the first iteration past total_steps.
+    assert!(
+        manifest.training.env_steps >= 3072,
+        "{}",
+        manifest.training.env_steps
+    );
+    let events: Vec<_> = std::fs::read_dir(out.join("tb"))
+        .unwrap()
+        .flat_map(|e| lachesis_agent::read_events(&e.unwrap().path()).unwrap())
+        .collect();
+    let ent: Vec<f32> = events
+        .iter()
+        .filter(|e| e.tag == "charts/ent_coef")
+        .map(|e| e.value)
+        .collect();
+    assert!((ent[0] - 0.02).abs() < 1e-6, "{ent:?}");
+    assert!(
+        ent.windows(2).all(|w| w[1] <= w[0]),
+        "not decaying: {ent:?}"
+    );
+    assert!(*ent.last().unwrap() < 0.02 * 0.5, "{ent:?}");
+
+    // DAgger after cloning: one disagreement figure per round.
+    let cfg = TrainConfig::parse(
+        &format!(
+            "{base}[bc]\nteacher = \"sjf/best-fit\"\nsamples = 300\nepochs = 2\n\
+             dagger_rounds = 2\ndagger_samples = 200\ndagger_epochs = 1\n"
+        ),
+        &["ppo.total_steps=0".into()],
+    )
+    .unwrap();
+    let out = scratch("dagger");
+    train(&cfg, &datasets, &out, &RunOptions::default(), &mut |_| {}).unwrap();
+    let events: Vec<_> = std::fs::read_dir(out.join("tb"))
+        .unwrap()
+        .flat_map(|e| lachesis_agent::read_events(&e.unwrap().path()).unwrap())
+        .collect();
+    let rounds: Vec<_> = events
+        .iter()
+        .filter(|e| e.tag == "bc/dagger_disagreement")
+        .collect();
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    assert!(rounds.iter().all(|e| (0.0..=1.0).contains(&e.value)));
+    // 2 epochs of cloning, then 1 per round over the grown data.
+    let fits = events.iter().filter(|e| e.tag == "bc/accuracy").count();
+    assert_eq!(fits, 4);
+}
+
 #[test]
 fn training_resumes_from_its_checkpoint() {
     let spec = cluster();

@@ -108,6 +108,15 @@ pub struct BcConfig {
     pub epochs: usize,
     pub minibatch: usize,
     pub lr: f64,
+    /// DAgger rounds after the first fit (Ross et al., AISTATS'11): the model drives, the
+    /// teacher labels the states the model reaches, the labels join the data and the model is
+    /// fitted again, so it learns to recover from its own mistakes (which following the
+    /// teacher never shows it).
+    pub dagger_rounds: usize,
+    /// Decisions collected per DAgger round.
+    pub dagger_samples: usize,
+    /// Epochs over the aggregated data per DAgger round.
+    pub dagger_epochs: usize,
 }
 
 /// PPO (CleanRL's names and defaults where they apply).
@@ -141,6 +150,24 @@ pub struct PpoConfig {
     pub norm_reward: bool,
     /// Adam's epsilon.
     pub adam_eps: f32,
+    /// The entropy coefficient at the end of the run: it decays linearly from `ent_coef` to
+    /// this (unset: constant).
+    pub ent_coef_final: Option<f32>,
+    /// Rollouts per input (Decima's input-dependent baseline, Mao et al., ICLR'19): with 2 or
+    /// more, each iteration runs whole episodes, this many over the same window and seed, and
+    /// a step's baseline is the mean over them of the return still to come from the same
+    /// sim time; no discount, no value bootstrap, the value head untrained. 0 or 1: CleanRL's
+    /// fixed-length rollouts of `num_steps` steps with GAE.
+    pub rollouts_per_input: usize,
+    /// Inputs (window, seed, horizon) per iteration in that mode, taken from the training
+    /// traces in turn.
+    pub inputs_per_iteration: usize,
+    /// Curriculum on episode length in that mode: an input's episodes are cut at a sim time
+    /// drawn from an exponential distribution whose mean, in multiples of the window's submit
+    /// span, grows linearly from `horizon_start` to `horizon_final` over the run (0 for both:
+    /// never cut, every episode runs until its jobs are done).
+    pub horizon_start: f64,
+    pub horizon_final: f64,
 }
 
 /// Periodic evaluation on validation windows (greedy policy); the best checkpoint is kept.
@@ -226,6 +253,9 @@ impl Default for BcConfig {
             epochs: 10,
             minibatch: 256,
             lr: 1e-3,
+            dagger_rounds: 0,
+            dagger_samples: 8_000,
+            dagger_epochs: 4,
         }
     }
 }
@@ -251,6 +281,11 @@ impl Default for PpoConfig {
             target_kl: 0.0,
             norm_reward: true,
             adam_eps: 1e-5,
+            ent_coef_final: None,
+            rollouts_per_input: 0,
+            inputs_per_iteration: 2,
+            horizon_start: 0.0,
+            horizon_final: 0.0,
         }
     }
 }
@@ -339,6 +374,12 @@ impl TrainConfig {
         {
             return Err("bc: samples, minibatch and lr must be > 0 with a teacher".into());
         }
+        if self.bc.dagger_rounds > 0 && (self.bc.dagger_samples == 0 || self.bc.dagger_epochs == 0)
+        {
+            return Err(
+                "bc: dagger_samples and dagger_epochs must be > 0 with dagger_rounds".into(),
+            );
+        }
         if self.bc.teacher == super::REPLAY_TEACHER {
             if self.bc.candidates.is_empty() || self.bc.replay_windows == 0 {
                 return Err(
@@ -369,6 +410,29 @@ impl TrainConfig {
         }
         if !(0.0..=1.0).contains(&p.gamma) || !(0.0..=1.0).contains(&p.gae_lambda) {
             return Err("ppo: gamma and gae_lambda must be in [0, 1]".into());
+        }
+        if let Some(e) = p.ent_coef_final
+            && !(e.is_finite() && e >= 0.0)
+        {
+            return Err(format!(
+                "ppo.ent_coef_final must be finite and >= 0, got {e}"
+            ));
+        }
+        if p.rollouts_per_input >= 2 && p.inputs_per_iteration == 0 {
+            return Err("ppo.inputs_per_iteration must be >= 1 with rollouts_per_input".into());
+        }
+        for (field, h) in [
+            ("horizon_start", p.horizon_start),
+            ("horizon_final", p.horizon_final),
+        ] {
+            if !(h.is_finite() && h >= 0.0) {
+                return Err(format!("ppo.{field} must be finite and >= 0, got {h}"));
+            }
+        }
+        if (p.horizon_start > 0.0) != (p.horizon_final > 0.0) {
+            return Err(
+                "ppo: horizon_start and horizon_final are both > 0 (a curriculum) or both 0".into(),
+            );
         }
         if self.eval.every == 0 || self.eval.windows == 0 || !loads_ok(&self.eval.loads) {
             return Err("eval: every and windows must be >= 1, loads non-empty and > 0".into());
@@ -436,5 +500,27 @@ mod tests {
         assert!(e.contains("split"), "{e}");
         let e = TrainConfig::parse("", &["ppo.lr".into()]).unwrap_err();
         assert!(e.contains("path.to.field=value"), "{e}");
+        for (set, field) in [
+            ("ppo.ent_coef_final=-1", "ent_coef_final"),
+            ("ppo.horizon_start=-0.5", "horizon_start"),
+            ("ppo.horizon_start=0.5", "horizon_final"),
+            ("bc.dagger_samples=0", "dagger_samples"),
+        ] {
+            let mut sets = vec![set.to_string()];
+            if field == "dagger_samples" {
+                sets.push("bc.dagger_rounds=2".into());
+            }
+            let e = TrainConfig::parse("", &sets).unwrap_err();
+            assert!(e.contains(field), "{set}: {e}");
+        }
+        let e = TrainConfig::parse(
+            "",
+            &[
+                "ppo.rollouts_per_input=4".into(),
+                "ppo.inputs_per_iteration=0".into(),
+            ],
+        )
+        .unwrap_err();
+        assert!(e.contains("inputs_per_iteration"), "{e}");
     }
 }

@@ -20,6 +20,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Gymnasium's `NormalizeReward`: rewards divided by the running standard deviation of the
@@ -245,14 +246,51 @@ impl<'p> Run<'p> {
     }
 
     /// Collects `bc.samples` decisions following the teacher, then fits the policy to its
-    /// actions (cross-entropy) and the value head to the discounted (normalised) returns.
+    /// actions (cross-entropy) and the value head to the discounted (normalised) returns;
+    /// then `bc.dagger_rounds` DAgger rounds: the model drives, the teacher labels, refit on
+    /// everything so far.
     pub(crate) fn behaviour_clone(
         &mut self,
         progress: &mut dyn FnMut(Progress),
         tb: &mut SummaryWriter,
     ) -> Result<(), TrainError> {
         let cfg = self.cfg;
-        let mut envs = self.envs(cfg.seed ^ 0xbc)?;
+        let mut data = self.collect_labels(false, cfg.bc.samples, cfg.seed ^ 0xbc, progress)?;
+        tb.add_scalar(
+            "bc/teacher_exact_fraction",
+            data.exact as f64 / data.obs.len().max(1) as f64,
+            0,
+        )?;
+        let mut epoch0 = 0;
+        self.fit(&data, cfg.bc.epochs, &mut epoch0, progress, tb)?;
+        for round in 1..=cfg.bc.dagger_rounds {
+            let seed = (cfg.seed ^ 0xda99e5).wrapping_add(round as u64 * 7919);
+            let more = self.collect_labels(true, cfg.bc.dagger_samples, seed, progress)?;
+            // How often the model, driving, chose otherwise than its teacher would have.
+            tb.add_scalar(
+                "bc/dagger_disagreement",
+                more.disagree as f64 / more.obs.len().max(1) as f64,
+                round as u64,
+            )?;
+            data.append(more);
+            self.fit(&data, cfg.bc.dagger_epochs, &mut epoch0, progress, tb)?;
+        }
+        // A fresh optimizer for PPO (BC's moments would carry its larger steps over).
+        self.optim = AdamConfig::new().with_epsilon(cfg.ppo.adam_eps).init();
+        Ok(())
+    }
+
+    /// `samples` decisions labelled with each trace's teacher; the teacher drives, or (with
+    /// `model_drives`) the current model does, greedily, as it would be deployed.
+    fn collect_labels(
+        &mut self,
+        model_drives: bool,
+        samples: usize,
+        seed: u64,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Labelled, TrainError> {
+        let cfg = self.cfg;
+        let mut envs = self.envs(seed)?;
         let total_envs: usize = envs.iter().map(VecEnv::len).sum();
         // Each trace's environments follow that trace's teacher (chosen by replay or given).
         let names: Vec<&str> = envs
@@ -277,13 +315,13 @@ impl<'p> Run<'p> {
         for v in &mut envs {
             obs.extend(v.reset().map_err(|e| TrainError::Env(e.to_string()))?);
         }
-        let steps_per_env = cfg.bc.samples.div_ceil(total_envs);
-        let mut samples: Vec<Observation> = Vec::with_capacity(cfg.bc.samples);
-        let mut actions: Vec<usize> = Vec::with_capacity(cfg.bc.samples);
+        let driver = model_drives.then(|| self.model.valid());
+        let plain = Device::flex();
+        let steps_per_env = samples.div_ceil(total_envs);
+        let mut out = Labelled::default();
         let mut per_env: Vec<Vec<(usize, f32, bool, bool)>> = vec![Vec::new(); total_envs];
-        let mut exact = 0u64;
         for t in 0..steps_per_env {
-            let mut acts = Vec::with_capacity(total_envs);
+            let mut labels = Vec::with_capacity(total_envs);
             let mut offset = 0;
             for v in &envs {
                 for i in 0..v.len() {
@@ -291,11 +329,29 @@ impl<'p> Run<'p> {
                         .env(i)
                         .imitate(teachers[offset + i].as_mut())
                         .map_err(|e| TrainError::Env(e.to_string()))?;
-                    exact += u64::from(same);
-                    acts.push(a);
+                    out.exact += u64::from(same);
+                    labels.push(a);
                 }
                 offset += v.len();
             }
+            let acts = match &driver {
+                None => labels.clone(),
+                Some(model) => {
+                    let logits = read(
+                        model
+                            .forward_batch(&ObsBatch::from_observations(&obs, &plain))
+                            .logits,
+                    );
+                    let mut acts = Vec::with_capacity(total_envs);
+                    for (i, o) in obs.iter().enumerate() {
+                        let row = &logits[i * MAX_CANDIDATES..(i + 1) * MAX_CANDIDATES];
+                        let a = crate::policy::greedy(row, &o.mask);
+                        out.disagree += u64::from(a != labels[i]);
+                        acts.push(a);
+                    }
+                    acts
+                }
+            };
             let mut offset = 0;
             for v in &mut envs {
                 let n = v.len();
@@ -304,11 +360,12 @@ impl<'p> Run<'p> {
                     .map_err(|e| TrainError::Env(e.to_string()))?;
                 for i in 0..n {
                     let g = offset + i;
-                    samples.push(std::mem::replace(&mut obs[g], step.obs[i].clone()));
-                    actions.push(acts[g]);
+                    out.obs
+                        .push(std::mem::replace(&mut obs[g], step.obs[i].clone()));
+                    out.actions.push(labels[g]);
                     let done = step.terminated[i] || step.truncated[i];
                     let r = self.reward(g, step.rewards[i], done);
-                    per_env[g].push((samples.len() - 1, r, step.terminated[i], step.truncated[i]));
+                    per_env[g].push((out.obs.len() - 1, r, step.terminated[i], step.truncated[i]));
                     if done {
                         // The environment moved on to a new window (an oracle teacher reads
                         // that window's durations).
@@ -318,14 +375,14 @@ impl<'p> Run<'p> {
                 offset += n;
             }
             progress(Progress {
-                phase: "bc-collect",
+                phase: if model_drives { "dagger" } else { "bc-collect" },
                 done: (t + 1) as u64,
                 total: steps_per_env as u64,
-                message: format!("following {teacher_name}"),
+                message: format!("labelled by {teacher_name}"),
             });
         }
         // Monte Carlo returns per environment (no bootstrap: the value head starts untrained).
-        let mut returns = vec![0.0f32; samples.len()];
+        out.returns = vec![0.0f32; out.obs.len()];
         for steps in &per_env {
             let rewards: Vec<f32> = steps.iter().map(|s| s.1).collect();
             let zeros = vec![0.0; rewards.len()];
@@ -333,24 +390,38 @@ impl<'p> Run<'p> {
             let trunc: Vec<bool> = steps.iter().map(|s| s.3).collect();
             let (_, ret) = gae(&rewards, &zeros, &term, &trunc, &zeros, cfg.ppo.gamma, 1.0);
             for (s, r) in steps.iter().zip(ret) {
-                returns[s.0] = r;
+                out.returns[s.0] = r;
             }
         }
-        let n = samples.len();
-        let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0xb0c);
+        Ok(out)
+    }
+
+    /// `epochs` passes of cross-entropy (and value regression) over `data`; `epoch0` counts
+    /// the epochs fitted so far (the TensorBoard step).
+    fn fit(
+        &mut self,
+        data: &Labelled,
+        epochs: usize,
+        epoch0: &mut usize,
+        progress: &mut dyn FnMut(Progress),
+        tb: &mut SummaryWriter,
+    ) -> Result<(), TrainError> {
+        let cfg = self.cfg;
+        let n = data.obs.len();
+        let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0xb0c ^ (*epoch0 as u64) << 8);
         let mut order: Vec<usize> = (0..n).collect();
         let batches_per_epoch = n.div_ceil(cfg.bc.minibatch);
-        let total = (cfg.bc.epochs * batches_per_epoch) as u64;
+        let total = (epochs * batches_per_epoch) as u64;
         let mut step = 0u64;
-        for epoch in 0..cfg.bc.epochs {
+        for epoch in 0..epochs {
             shuffle(&mut order, &mut rng);
             let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
             for chunk in order.chunks(cfg.bc.minibatch) {
-                let obs: Vec<Observation> = chunk.iter().map(|i| samples[*i].clone()).collect();
+                let obs: Vec<Observation> = chunk.iter().map(|i| data.obs[*i].clone()).collect();
                 let batch = ObsBatch::from_observations(&obs, &self.device);
                 let out = self.model.forward_batch(&batch);
                 let b = chunk.len();
-                let acts: Vec<i64> = chunk.iter().map(|i| actions[*i] as i64).collect();
+                let acts: Vec<i64> = chunk.iter().map(|i| data.actions[*i] as i64).collect();
                 let act_t =
                     Tensor::<1, Int>::from_data(TensorData::new(acts.clone(), [b]), &self.device);
                 let logp = log_softmax(out.logits.clone(), 1);
@@ -359,7 +430,7 @@ impl<'p> Run<'p> {
                     .squeeze_dim::<1>(1)
                     .neg()
                     .mean();
-                let ret: Vec<f32> = chunk.iter().map(|i| returns[*i]).collect();
+                let ret: Vec<f32> = chunk.iter().map(|i| data.returns[*i]).collect();
                 let ret_t = Tensor::<1>::from_data(TensorData::new(ret, [b]), &self.device);
                 let vloss = (out.values - ret_t).square().mean() * 0.5;
                 let loss = nll.clone() + vloss * cfg.ppo.vf_coef;
@@ -379,24 +450,14 @@ impl<'p> Run<'p> {
                     phase: "bc-fit",
                     done: step,
                     total,
-                    message: format!("epoch {}/{}", epoch + 1, cfg.bc.epochs),
+                    message: format!("epoch {}/{epochs} on {n} decisions", epoch + 1),
                 });
             }
-            tb.add_scalar("bc/loss", loss_sum / seen.max(1) as f64, epoch as u64)?;
-            tb.add_scalar(
-                "bc/accuracy",
-                correct as f64 / seen.max(1) as f64,
-                epoch as u64,
-            )?;
+            let at = (*epoch0 + epoch) as u64;
+            tb.add_scalar("bc/loss", loss_sum / seen.max(1) as f64, at)?;
+            tb.add_scalar("bc/accuracy", correct as f64 / seen.max(1) as f64, at)?;
         }
-        let samples_total = (steps_per_env * total_envs) as u64;
-        tb.add_scalar(
-            "bc/teacher_exact_fraction",
-            exact as f64 / samples_total.max(1) as f64,
-            0,
-        )?;
-        // A fresh optimizer for PPO (BC's moments would carry its larger steps over).
-        self.optim = AdamConfig::new().with_epsilon(cfg.ppo.adam_eps).init();
+        *epoch0 += epochs;
         Ok(())
     }
 
@@ -417,13 +478,35 @@ impl<'p> Run<'p> {
         } else {
             p.total_steps.div_ceil(per_iteration)
         };
+        // Rollouts per input >= 2: whole episodes per input, input-dependent baselines; the
+        // run then ends when `total_steps` environment steps are taken (episodes vary).
+        let grouped = p.rollouts_per_input >= 2;
+        let done = |s: &State| {
+            if grouped {
+                s.env_steps >= p.total_steps
+            } else {
+                s.iteration >= iterations
+            }
+        };
+        // The share of the run still to go (1 at the start, 0 at the end).
+        let remaining = |s: &State| {
+            if grouped {
+                1.0 - (s.env_steps as f64 / p.total_steps.max(1) as f64).min(1.0)
+            } else {
+                1.0 - s.iteration as f64 / iterations.max(1) as f64
+            }
+        };
         if self.state.curve.is_empty() {
             self.evaluate_now(units, baselines, tb)?;
         }
-        if self.state.iteration >= iterations {
+        if done(&self.state) {
             return Ok(());
         }
-        let mut envs = self.envs(cfg.seed.wrapping_add(self.state.iteration * 31))?;
+        let mut envs = if grouped {
+            Vec::new()
+        } else {
+            self.envs(cfg.seed.wrapping_add(self.state.iteration * 31))?
+        };
         let mut obs: Vec<Observation> = Vec::new();
         for v in &mut envs {
             obs.extend(v.reset().map_err(|e| TrainError::Env(e.to_string()))?);
@@ -433,124 +516,138 @@ impl<'p> Run<'p> {
         let mut episode_return = vec![0.0f64; n_envs];
         let mut episode_len = vec![0u64; n_envs];
         let plain = Device::flex();
-        let loss_cfg = PpoLossConfig {
-            clip_coef: p.clip_coef,
-            clip_vloss: p.clip_vloss,
-            ent_coef: p.ent_coef,
-            vf_coef: p.vf_coef,
-            norm_adv: p.norm_adv,
-        };
-        while self.state.iteration < iterations {
+        while !done(&self.state) {
             let it_start = Instant::now();
-            let frac = 1.0 - self.state.iteration as f64 / iterations as f64;
+            let frac = remaining(&self.state);
             let lr = if p.anneal_lr { p.lr * frac } else { p.lr };
-            let policy = self.model.valid();
-            // Rollout: per env, per step.
-            let t_max = p.num_steps;
-            let mut b_obs: Vec<Vec<Observation>> = vec![Vec::with_capacity(t_max); n_envs];
-            let mut b_act = vec![Vec::with_capacity(t_max); n_envs];
-            let mut b_logp = vec![Vec::with_capacity(t_max); n_envs];
-            let mut b_val = vec![Vec::with_capacity(t_max); n_envs];
-            let mut b_rew = vec![Vec::with_capacity(t_max); n_envs];
-            let mut b_term = vec![Vec::with_capacity(t_max); n_envs];
-            let mut b_trunc = vec![Vec::with_capacity(t_max); n_envs];
-            let mut b_boot = vec![vec![0.0f32; t_max]; n_envs];
-            for t in 0..t_max {
-                let out = policy.forward_batch(&ObsBatch::from_observations(&obs, &plain));
-                let logits = read(out.logits);
-                let values = read(out.values);
-                let mut acts = Vec::with_capacity(n_envs);
-                for (i, o) in obs.iter().enumerate() {
-                    let row = &logits[i * MAX_CANDIDATES..(i + 1) * MAX_CANDIDATES];
-                    let d = MaskedCategorical::new(row, &o.mask).ok_or_else(|| {
-                        TrainError::Other("the model produced non-finite logits".into())
-                    })?;
-                    let a = d.sample(rng.random::<f32>());
-                    b_logp[i].push(d.log_prob(a));
-                    b_act[i].push(a);
-                    b_val[i].push(values[i]);
-                    acts.push(a);
-                }
-                let mut offset = 0;
-                let mut finals: Vec<(usize, Observation)> = Vec::new();
-                for v in &mut envs {
-                    let n = v.len();
-                    let step = v
-                        .step(&acts[offset..offset + n])
-                        .map_err(|e| TrainError::Env(e.to_string()))?;
-                    for i in 0..n {
-                        let g = offset + i;
-                        let done = step.terminated[i] || step.truncated[i];
-                        episode_return[g] += f64::from(step.rewards[i]);
-                        episode_len[g] += 1;
-                        let r = self.reward(g, step.rewards[i], done);
-                        b_rew[g].push(r);
-                        b_term[g].push(step.terminated[i]);
-                        b_trunc[g].push(step.truncated[i]);
-                        b_obs[g].push(std::mem::replace(&mut obs[g], step.obs[i].clone()));
-                        if step.truncated[i]
-                            && let Some(f) = &step.final_obs[i]
-                        {
-                            finals.push((g * t_max + t, f.clone()));
+            let ent_coef = p
+                .ent_coef_final
+                .map_or(p.ent_coef, |end| end + (p.ent_coef - end) * frac as f32);
+            let loss_cfg = PpoLossConfig {
+                clip_coef: p.clip_coef,
+                clip_vloss: p.clip_vloss,
+                ent_coef,
+                // The input-dependent baseline replaces the value head's.
+                vf_coef: if grouped { 0.0 } else { p.vf_coef },
+                norm_adv: p.norm_adv,
+            };
+            let (flat_obs, f_act, f_logp, f_val, f_adv, f_ret) = if grouped {
+                let b = self.collect_inputs(&mut rng, 1.0 - frac, tb)?;
+                (b.obs, b.act, b.logp, b.val, b.adv, b.ret)
+            } else {
+                let policy = self.model.valid();
+                // Rollout: per env, per step.
+                let t_max = p.num_steps;
+                let mut b_obs: Vec<Vec<Observation>> = vec![Vec::with_capacity(t_max); n_envs];
+                let mut b_act = vec![Vec::with_capacity(t_max); n_envs];
+                let mut b_logp = vec![Vec::with_capacity(t_max); n_envs];
+                let mut b_val = vec![Vec::with_capacity(t_max); n_envs];
+                let mut b_rew = vec![Vec::with_capacity(t_max); n_envs];
+                let mut b_term = vec![Vec::with_capacity(t_max); n_envs];
+                let mut b_trunc = vec![Vec::with_capacity(t_max); n_envs];
+                let mut b_boot = vec![vec![0.0f32; t_max]; n_envs];
+                for t in 0..t_max {
+                    let out = policy.forward_batch(&ObsBatch::from_observations(&obs, &plain));
+                    let logits = read(out.logits);
+                    let values = read(out.values);
+                    let mut acts = Vec::with_capacity(n_envs);
+                    for (i, o) in obs.iter().enumerate() {
+                        let row = &logits[i * MAX_CANDIDATES..(i + 1) * MAX_CANDIDATES];
+                        let d = MaskedCategorical::new(row, &o.mask).ok_or_else(|| {
+                            TrainError::Other("the model produced non-finite logits".into())
+                        })?;
+                        let a = d.sample(rng.random::<f32>());
+                        b_logp[i].push(d.log_prob(a));
+                        b_act[i].push(a);
+                        b_val[i].push(values[i]);
+                        acts.push(a);
+                    }
+                    let mut offset = 0;
+                    let mut finals: Vec<(usize, Observation)> = Vec::new();
+                    for v in &mut envs {
+                        let n = v.len();
+                        let step = v
+                            .step(&acts[offset..offset + n])
+                            .map_err(|e| TrainError::Env(e.to_string()))?;
+                        for i in 0..n {
+                            let g = offset + i;
+                            let done = step.terminated[i] || step.truncated[i];
+                            episode_return[g] += f64::from(step.rewards[i]);
+                            episode_len[g] += 1;
+                            let r = self.reward(g, step.rewards[i], done);
+                            b_rew[g].push(r);
+                            b_term[g].push(step.terminated[i]);
+                            b_trunc[g].push(step.truncated[i]);
+                            b_obs[g].push(std::mem::replace(&mut obs[g], step.obs[i].clone()));
+                            if step.truncated[i]
+                                && let Some(f) = &step.final_obs[i]
+                            {
+                                finals.push((g * t_max + t, f.clone()));
+                            }
+                            if done {
+                                let step_no = self.state.env_steps + (t * n_envs + g) as u64;
+                                tb.add_scalar(
+                                    "charts/episodic_return",
+                                    episode_return[g],
+                                    step_no,
+                                )?;
+                                tb.add_scalar(
+                                    "charts/episodic_length",
+                                    episode_len[g] as f64,
+                                    step_no,
+                                )?;
+                                episode_return[g] = 0.0;
+                                episode_len[g] = 0;
+                            }
                         }
-                        if done {
-                            let step_no = self.state.env_steps + (t * n_envs + g) as u64;
-                            tb.add_scalar("charts/episodic_return", episode_return[g], step_no)?;
-                            tb.add_scalar(
-                                "charts/episodic_length",
-                                episode_len[g] as f64,
-                                step_no,
-                            )?;
-                            episode_return[g] = 0.0;
-                            episode_len[g] = 0;
+                        offset += n;
+                    }
+                    if !finals.is_empty() {
+                        let fo: Vec<Observation> = finals.iter().map(|f| f.1.clone()).collect();
+                        let v = read(
+                            policy
+                                .forward_batch(&ObsBatch::from_observations(&fo, &plain))
+                                .values,
+                        );
+                        for ((k, _), value) in finals.iter().zip(v) {
+                            b_boot[k / t_max][k % t_max] = value;
                         }
                     }
-                    offset += n;
                 }
-                if !finals.is_empty() {
-                    let fo: Vec<Observation> = finals.iter().map(|f| f.1.clone()).collect();
-                    let v = read(
-                        policy
-                            .forward_batch(&ObsBatch::from_observations(&fo, &plain))
-                            .values,
-                    );
-                    for ((k, _), value) in finals.iter().zip(v) {
-                        b_boot[k / t_max][k % t_max] = value;
-                    }
-                }
-            }
-            // Bootstrap the live episodes from the next observation's value.
-            let next_v = read(
-                policy
-                    .forward_batch(&ObsBatch::from_observations(&obs, &plain))
-                    .values,
-            );
-            let mut flat_obs = Vec::with_capacity(n_envs * t_max);
-            let (mut f_act, mut f_logp, mut f_val, mut f_adv, mut f_ret) =
-                (vec![], vec![], vec![], vec![], vec![]);
-            for g in 0..n_envs {
-                b_boot[g][t_max - 1] = if b_trunc[g][t_max - 1] {
-                    b_boot[g][t_max - 1]
-                } else {
-                    next_v[g]
-                };
-                let (adv, ret) = gae(
-                    &b_rew[g],
-                    &b_val[g],
-                    &b_term[g],
-                    &b_trunc[g],
-                    &b_boot[g],
-                    p.gamma,
-                    p.gae_lambda,
+                // Bootstrap the live episodes from the next observation's value.
+                let next_v = read(
+                    policy
+                        .forward_batch(&ObsBatch::from_observations(&obs, &plain))
+                        .values,
                 );
-                flat_obs.append(&mut b_obs[g]);
-                f_act.extend(b_act[g].iter().map(|a| *a as i64));
-                f_logp.extend_from_slice(&b_logp[g]);
-                f_val.extend_from_slice(&b_val[g]);
-                f_adv.extend(adv);
-                f_ret.extend(ret);
-            }
-            self.state.env_steps += (n_envs * t_max) as u64;
+                let mut flat_obs = Vec::with_capacity(n_envs * t_max);
+                let (mut f_act, mut f_logp, mut f_val, mut f_adv, mut f_ret) =
+                    (vec![], vec![], vec![], vec![], vec![]);
+                for g in 0..n_envs {
+                    b_boot[g][t_max - 1] = if b_trunc[g][t_max - 1] {
+                        b_boot[g][t_max - 1]
+                    } else {
+                        next_v[g]
+                    };
+                    let (adv, ret) = gae(
+                        &b_rew[g],
+                        &b_val[g],
+                        &b_term[g],
+                        &b_trunc[g],
+                        &b_boot[g],
+                        p.gamma,
+                        p.gae_lambda,
+                    );
+                    flat_obs.append(&mut b_obs[g]);
+                    f_act.extend(b_act[g].iter().map(|a| *a as i64));
+                    f_logp.extend_from_slice(&b_logp[g]);
+                    f_val.extend_from_slice(&b_val[g]);
+                    f_adv.extend(adv);
+                    f_ret.extend(ret);
+                }
+                (flat_obs, f_act, f_logp, f_val, f_adv, f_ret)
+            };
+            self.state.env_steps += flat_obs.len() as u64;
             let rollout_s = it_start.elapsed().as_secs_f64();
             // Update.
             let n = flat_obs.len();
@@ -596,10 +693,11 @@ impl<'p> Run<'p> {
             }
             self.state.iteration += 1;
             let step_no = self.state.env_steps;
-            let sps = (n_envs * t_max) as f64 / it_start.elapsed().as_secs_f64().max(1e-9);
+            let sps = n as f64 / it_start.elapsed().as_secs_f64().max(1e-9);
             let explained = explained_variance(&f_val, &f_ret);
             for (tag, v) in [
                 ("charts/learning_rate", lr),
+                ("charts/ent_coef", f64::from(ent_coef)),
                 ("charts/SPS", sps),
                 ("charts/rollout_seconds", rollout_s),
                 ("losses/value_loss", stats.mean(0)),
@@ -614,20 +712,132 @@ impl<'p> Run<'p> {
             progress(Progress {
                 phase: "ppo",
                 done: self.state.iteration,
-                total: iterations,
+                total: if grouped {
+                    self.state.iteration + (remaining(&self.state) > 0.0) as u64
+                } else {
+                    iterations
+                },
                 message: format!(
                     "{} steps, {sps:.0} steps/s, kl {:.4}",
                     step_no,
                     stats.mean(3)
                 ),
             });
-            let last = self.state.iteration == iterations;
+            let last = done(&self.state);
             if self.state.iteration.is_multiple_of(cfg.eval.every) || last {
                 self.evaluate_now(units, baselines, tb)?;
                 self.checkpoint()?;
             }
         }
         Ok(())
+    }
+
+    /// One iteration's batch in input-baseline mode: for each of `inputs_per_iteration`
+    /// inputs (a window of the next training trace, an episode seed, a horizon from the
+    /// curriculum at `progress` in [0, 1]), `rollouts_per_input` episodes sampled from the
+    /// current policy, their advantages measured against each other (`input_advantages`).
+    fn collect_inputs(
+        &mut self,
+        rng: &mut StdRng,
+        progress: f64,
+        tb: &mut SummaryWriter,
+    ) -> Result<Batch, TrainError> {
+        let p = &self.cfg.ppo;
+        let policy = self.model.valid();
+        let plain = Device::flex();
+        let env_err = |e: lachesis_env::gym::EnvError| TrainError::Env(e.to_string());
+        let mut batch = Batch::default();
+        let mut returns = Vec::new();
+        for g in 0..p.inputs_per_iteration {
+            let k =
+                (self.state.iteration as usize * p.inputs_per_iteration + g) % self.prepared.len();
+            let prep = &self.prepared[k];
+            let window = &prep.pool[rng.random_range(0..prep.pool.len())];
+            let seed: u64 = rng.random();
+            let mut env_cfg = self.cfg.env.clone();
+            let mean = p.horizon_start + (p.horizon_final - p.horizon_start) * progress;
+            if mean > 0.0 {
+                let span = window
+                    .submit_range()
+                    .map_or(0.0, |(a, b)| b.saturating_sub(a).secs_f64())
+                    .max(1.0);
+                // An exponential draw: short episodes are common, long ones happen.
+                let u: f64 = rng.random();
+                env_cfg.max_sim_time_s = (-mean * (1.0 - u).ln() * span).max(1.0);
+            }
+            if env_cfg.max_steps == 0 {
+                // Bounds an episode that never ends (a policy preempting back and forth).
+                env_cfg.max_steps = 64 * window.len() as u64 + 1024;
+            }
+            let n = p.rollouts_per_input;
+            let mut envs = (0..n)
+                .map(|_| {
+                    lachesis_env::gym::SchedEnv::new(
+                        window,
+                        Arc::clone(&prep.cluster),
+                        env_cfg.clone(),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(env_err)?;
+            let mut obs: Vec<Option<Observation>> = Vec::with_capacity(n);
+            let mut now = Vec::with_capacity(n);
+            for e in &mut envs {
+                let (o, info) = e.reset(seed).map_err(env_err)?;
+                obs.push(Some(o));
+                now.push(info.now_s);
+            }
+            let mut timed: Vec<Vec<(f64, f32)>> = vec![Vec::new(); n];
+            let mut steps: Vec<Vec<(Observation, i64, f32, f32)>> = vec![Vec::new(); n];
+            loop {
+                let live: Vec<usize> = (0..n).filter(|i| obs[*i].is_some()).collect();
+                if live.is_empty() {
+                    break;
+                }
+                let batch_obs: Vec<Observation> =
+                    live.iter().filter_map(|i| obs[*i].clone()).collect();
+                let out = policy.forward_batch(&ObsBatch::from_observations(&batch_obs, &plain));
+                let logits = read(out.logits);
+                let values = read(out.values);
+                for (row, i) in live.iter().copied().enumerate() {
+                    let Some(o) = obs[i].take() else { continue };
+                    let scores = &logits[row * MAX_CANDIDATES..(row + 1) * MAX_CANDIDATES];
+                    let d = MaskedCategorical::new(scores, &o.mask).ok_or_else(|| {
+                        TrainError::Other("the model produced non-finite logits".into())
+                    })?;
+                    let a = d.sample(rng.random::<f32>());
+                    let step = envs[i].step(a).map_err(env_err)?;
+                    timed[i].push((now[i], step.reward));
+                    steps[i].push((o, a as i64, d.log_prob(a), values[row]));
+                    now[i] = step.info.now_s;
+                    if !(step.terminated || step.truncated) {
+                        obs[i] = Some(step.obs);
+                    }
+                }
+            }
+            let adv = crate::input_advantages(&timed)
+                .map_err(|e| TrainError::Other(format!("input baseline: {e}")))?;
+            for (i, rollout) in steps.into_iter().enumerate() {
+                returns.push(adv.returns[i].first().copied().unwrap_or(0.0));
+                for (t, (o, a, logp, v)) in rollout.into_iter().enumerate() {
+                    batch.obs.push(o);
+                    batch.act.push(a);
+                    batch.logp.push(logp);
+                    batch.val.push(v);
+                    batch.adv.push(adv.advantages[i][t]);
+                    batch.ret.push(adv.returns[i][t]);
+                }
+            }
+        }
+        let step_no = self.state.env_steps + batch.obs.len() as u64;
+        let mean = returns.iter().map(|r| f64::from(*r)).sum::<f64>() / returns.len().max(1) as f64;
+        tb.add_scalar("charts/episodic_return", mean, step_no)?;
+        tb.add_scalar(
+            "charts/episodic_length",
+            batch.obs.len() as f64 / returns.len().max(1) as f64,
+            step_no,
+        )?;
+        Ok(batch)
     }
 
     /// Greedy evaluation of the current model on the validation units; keeps it if best.
@@ -734,6 +944,39 @@ impl<'p> Run<'p> {
         }
         std::fs::write(path, s).map_err(io(path))
     }
+}
+
+/// Decisions labelled by the teacher, with the returns of the episodes they were taken in.
+#[derive(Default)]
+struct Labelled {
+    obs: Vec<Observation>,
+    actions: Vec<usize>,
+    returns: Vec<f32>,
+    /// Labels the teacher's own decision mapped to exactly.
+    exact: u64,
+    /// Decisions where the driving model chose otherwise than the label.
+    disagree: u64,
+}
+
+impl Labelled {
+    fn append(&mut self, mut other: Labelled) {
+        self.obs.append(&mut other.obs);
+        self.actions.append(&mut other.actions);
+        self.returns.append(&mut other.returns);
+        self.exact += other.exact;
+        self.disagree += other.disagree;
+    }
+}
+
+/// One iteration's samples, flattened.
+#[derive(Default)]
+struct Batch {
+    obs: Vec<Observation>,
+    act: Vec<i64>,
+    logp: Vec<f32>,
+    val: Vec<f32>,
+    adv: Vec<f32>,
+    ret: Vec<f32>,
 }
 
 #[derive(Default)]
