@@ -12,6 +12,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "#[derive(serde::Serialize, serde::Deserialize)]",
         )
         .type_attribute(".lachesis.v1", "#[serde(default, deny_unknown_fields)]")
+        // Absent unless set, so decision-log lines and `decide` output stay as they were.
+        .field_attribute(
+            ".lachesis.v1.DecideResponse.rerouted",
+            "#[serde(skip_serializing_if = \"String::is_empty\")]",
+        )
         .file_descriptor_set_path(out.join("lachesis_v1_descriptor.bin"))
         .compile_with_config(config, &["proto/lachesis/v1/scheduler.proto"], &["proto"])?;
     println!("cargo:rerun-if-changed=proto");

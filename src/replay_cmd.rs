@@ -1,9 +1,13 @@
 //! `lachesis replay LOG`: the service's decision log turned back into a trace and a cluster,
-//! a summary of what was answered, then `lachesis compare` of the arms on that traffic.
+//! a summary of what was answered, then `lachesis compare` of the arms on that traffic, and
+//! the arm verdict: the model arm against the heuristic arm on the recent traffic, as the
+//! service's guard judges it (`lachesis_serve::verdict`).
 
 use crate::compare;
 use anyhow::{Context, Result, bail};
-use lachesis_serve::replay;
+use lachesis_agent::harness;
+use lachesis_serve::replay::{self, Replayed};
+use lachesis_serve::verdict::{self, Arms, VerdictSpec};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -21,12 +25,38 @@ pub struct Args {
     /// The model directory standing for the model arm.
     #[arg(long, default_value = "models/default")]
     model: String,
-    /// Seeds per run.
+    /// Seeds per run (the verdict averages them within each window).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
-    /// Only summarise the log and write the trace; do not simulate.
+    /// Only summarise the log and write the trace; do not simulate (no verdict either,
+    /// unless `--verdict`).
     #[arg(long)]
     no_compare: bool,
+    /// Judge the model arm against the heuristic arm on the recent traffic, as the service's
+    /// guard does; given by default when the log holds answers of both arms (shadow or A/B
+    /// routing, or both the model and the baseline arm).
+    #[arg(long)]
+    verdict: bool,
+    /// The model arm's policy for the verdict (default: `rl-batched:MODEL`, the model as the
+    /// service decides by default).
+    #[arg(long, value_name = "POLICY")]
+    model_arm: Option<String>,
+    /// The heuristic arm's policy for the verdict (default: the heuristic that answered most
+    /// in the log: the service's baseline).
+    #[arg(long, value_name = "POLICY")]
+    heuristic_arm: Option<String>,
+    /// Verdict: the most recent finished jobs judged, at most.
+    #[arg(long, default_value_t = VerdictSpec::default().recent_jobs)]
+    recent_jobs: usize,
+    /// Verdict: only jobs submitted within this many hours before the log's end (0: no limit).
+    #[arg(long, default_value_t = VerdictSpec::default().recent_hours)]
+    recent_hours: f64,
+    /// Verdict: jobs per window (each window is one unit of the paired comparison).
+    #[arg(long, default_value_t = VerdictSpec::default().window_jobs)]
+    window_jobs: usize,
+    /// Verdict: fewer recent finished jobs than this is too little traffic to judge.
+    #[arg(long, default_value_t = VerdictSpec::default().min_jobs)]
+    min_jobs: usize,
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -84,22 +114,31 @@ pub fn run(args: &Args) -> Result<()> {
         trace_path.display(),
         cluster_path.display()
     );
-    if args.no_compare {
-        return Ok(());
+    if !args.no_compare {
+        run_compare(args, &r, trace_path, cluster_path)?;
     }
+    if args.verdict || (s.both_arms() && !args.no_compare) {
+        print_verdict(args, &r)?;
+    }
+    Ok(())
+}
+
+/// The model arm as the service decides by default (`deciding`), on `args.model`.
+fn default_model_arm(args: &Args) -> String {
+    let deciding = lachesis_serve::ServeConfig::default().deciding;
+    format!("{}{}", deciding.prefix(), args.model)
+}
+
+fn run_compare(
+    args: &Args,
+    r: &Replayed,
+    trace_path: PathBuf,
+    cluster_path: PathBuf,
+) -> Result<()> {
+    let s = &r.summary;
     let policies = if args.policies.is_empty() {
-        let mut p: Vec<String> = s
-            .deciders
-            .keys()
-            .flat_map(|d| d.split('+'))
-            .filter(|d| !d.starts_with("model:") && !d.starts_with("none"))
-            .map(str::to_string)
-            .collect();
-        p.sort();
-        p.dedup();
-        // The model arm as the service decides by default (`deciding`).
-        let deciding = lachesis_serve::ServeConfig::default().deciding;
-        p.push(format!("{}{}", deciding.prefix(), args.model));
+        let mut p: Vec<String> = s.heuristics().into_keys().collect();
+        p.push(default_model_arm(args));
         p
     } else {
         args.policies.clone()
@@ -123,4 +162,43 @@ pub fn run(args: &Args) -> Result<()> {
         threads: None,
         resamples: 2000,
     })
+}
+
+/// The arm verdict on the recent traffic, one line (and the runs that left jobs unfinished,
+/// on stderr).
+fn print_verdict(args: &Args, r: &Replayed) -> Result<()> {
+    let spec = VerdictSpec {
+        recent_jobs: args.recent_jobs,
+        recent_hours: args.recent_hours,
+        window_jobs: args.window_jobs,
+        min_jobs: args.min_jobs,
+        seeds: args.seeds,
+        ..VerdictSpec::default()
+    };
+    if let Err(e) = spec.validate() {
+        bail!("{}: {}", e.field.flag(), e.message);
+    }
+    let heuristic = match args
+        .heuristic_arm
+        .clone()
+        .or_else(|| r.summary.heuristic_arm())
+    {
+        Some(h) => h,
+        None => bail!(
+            "--heuristic-arm: no heuristic answered in the log; name the heuristic arm's policy"
+        ),
+    };
+    let arms = Arms {
+        model: args
+            .model_arm
+            .clone()
+            .unwrap_or_else(|| default_model_arm(args)),
+        heuristic,
+    };
+    let v = verdict::judge(r, &arms, &spec, &harness::build).context("the arm verdict")?;
+    for warning in &v.warnings {
+        eprintln!("warning: {warning}");
+    }
+    outln!("{v}");
+    Ok(())
 }

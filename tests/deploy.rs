@@ -1,6 +1,7 @@
 //! The operator files in `deploy/`: the production config parses and validates as
 //! `ServeConfig`, starts a working service in shadow mode, and agrees with the systemd units and
-//! the container image on paths and ports.
+//! the container image on paths and ports; the Prometheus alert rules and the Grafana dashboard
+//! parse and query only metrics the service exports.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,6 +12,7 @@ use common::server::{Server, listen_addrs};
 use lachesis_serve::ServeConfig;
 use lachesis_serve::config::RoutingMode;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -145,4 +147,130 @@ fn the_production_config_runs() {
         "the model's answer is logged beside the baseline's: {}",
         record["shadow"]
     );
+}
+
+/// The sample names the service exports, from its metrics registry.
+fn exported_metrics() -> BTreeSet<String> {
+    let names: BTreeSet<String> = lachesis_serve::Metrics::new()
+        .names()
+        .iter()
+        .cloned()
+        .collect();
+    // A family with no series yet is listed too (the dashboard queries such families).
+    assert!(names.contains("lachesis_fallbacks_total"), "{names:?}");
+    names
+}
+
+/// Every `lachesis_*` name a PromQL expression uses.
+fn metrics_in(expr: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("lachesis_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + name.len()..];
+        found.push(name);
+    }
+    found
+}
+
+#[test]
+fn the_alert_rules_parse_and_watch_exported_metrics() {
+    let path = root().join("deploy/prometheus/lachesis-alerts.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
+    assert_eq!(docs.len(), 1, "one YAML document");
+    let exported = exported_metrics();
+    let mut alerts = Vec::new();
+    for group in docs[0]["groups"].as_vec().expect("a `groups` list") {
+        assert!(group["name"].as_str().is_some(), "a group without a name");
+        for rule in group["rules"].as_vec().expect("a group's `rules` list") {
+            let alert = rule["alert"]
+                .as_str()
+                .expect("an alerting rule")
+                .to_string();
+            let expr = rule["expr"].as_str().expect("a rule's `expr`");
+            let used = metrics_in(expr);
+            assert!(
+                !used.is_empty(),
+                "{alert}: watches no lachesis metric: {expr}"
+            );
+            for name in used {
+                assert!(
+                    exported.contains(&name),
+                    "{alert}: the service exports no {name}"
+                );
+            }
+            assert!(rule["labels"]["severity"].as_str().is_some(), "{alert}");
+            for key in ["summary", "description"] {
+                assert!(
+                    rule["annotations"][key].as_str().is_some(),
+                    "{alert}: no {key}"
+                );
+            }
+            alerts.push(alert);
+        }
+    }
+    for wanted in [
+        "LachesisModelLosing",
+        "LachesisGuardSwitchedToBaseline",
+        "LachesisGuardStale",
+    ] {
+        assert!(alerts.iter().any(|a| a == wanted), "{wanted}: {alerts:?}");
+    }
+    // Prometheus' own checks where it is installed: the rules, and their unit tests (each
+    // alert fires on the series it is for, and not on the others).
+    let tests = root().join("deploy/prometheus/lachesis-alerts.test.yml");
+    for (verb, file) in [("check", &path), ("test", &tests)] {
+        match std::process::Command::new("promtool")
+            .args([verb, "rules"])
+            .arg(file)
+            .output()
+        {
+            Ok(out) => assert!(
+                out.status.success(),
+                "promtool {verb} rules: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => {
+                eprintln!("promtool not run ({e}): the rules were checked as YAML only");
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn the_dashboard_queries_exported_metrics_and_shows_the_guard() {
+    let dashboard: Value =
+        serde_json::from_str(&read("deploy/grafana/lachesis-serve.json")).unwrap();
+    let exported = exported_metrics();
+    let mut used = BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap();
+            for name in metrics_in(expr) {
+                assert!(
+                    exported.contains(&name),
+                    "panel {}: the service exports no {name}",
+                    panel["title"]
+                );
+                used.insert(name);
+            }
+        }
+    }
+    for guard in [
+        "lachesis_guard_jct_difference_ratio",
+        "lachesis_guard_jct_difference_ratio_low",
+        "lachesis_guard_jct_difference_ratio_high",
+        "lachesis_guard_model_losing",
+        "lachesis_guard_switched",
+        "lachesis_guard_last_run_timestamp_seconds",
+        "lachesis_guard_runs_total",
+    ] {
+        assert!(used.contains(guard), "no panel shows {guard}");
+    }
 }

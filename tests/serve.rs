@@ -341,3 +341,154 @@ fn logs_are_plain_in_a_file_and_json_on_request() {
         }
     }
 }
+
+/// A shadow-mode service whose model arm plays first-come-first-served while its baseline is
+/// shortest-first on the users' estimates, on bursts of one long and four short jobs: the
+/// model arm loses, and `lachesis replay` says so from the decision log, with its interval; the
+/// arms tie when the model arm is the baseline; a short recent window is too little traffic.
+#[test]
+fn replay_gives_the_arm_verdict_losing_with_its_interval() {
+    use lachesis_env::policy::{Policy, build_policy};
+    use lachesis_serve::synthetic::Traffic;
+    use lachesis_serve::{Engine, Metrics, ServeConfig};
+    use std::sync::Arc;
+
+    let dir = fresh_dir("replay-verdict");
+    let log = dir.join("decisions.jsonl");
+    let mut cfg = ServeConfig {
+        model: String::new(),
+        baseline: "sjf/best-fit".into(),
+        deadline_ms: 60_000.0,
+        ..ServeConfig::default()
+    };
+    cfg.routing.mode = lachesis_serve::config::RoutingMode::Shadow;
+    cfg.decision_log.path = Some(log.clone());
+    let engine = Arc::new(
+        Engine::new(cfg, Arc::new(Metrics::new()))
+            .unwrap()
+            .with_model_policy(Arc::new(|| {
+                build_policy("fifo/best-fit", 0).unwrap() as Box<dyn Policy>
+            })),
+    );
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        Traffic::head_of_line(12, 10_800_000)
+            .drive(&engine)
+            .await
+            .unwrap();
+    });
+    engine.flush();
+
+    let log = log.to_str().unwrap();
+    let out_dir = dir.join("replay");
+    let out = out_dir.to_str().unwrap();
+    let window = [
+        "--recent-jobs",
+        "60",
+        "--window-jobs",
+        "10",
+        "--min-jobs",
+        "40",
+    ];
+    let replay = |extra: &[&str]| {
+        let mut args = vec!["replay", log, "--out", out, "--seeds", "1"];
+        args.extend(extra);
+        common::stdout_of(&args)
+    };
+    // Shadow routing logged both arms: the verdict comes after the comparison by default.
+    let text = replay(&[&["--model-arm", "fifo/best-fit"], &window[..]].concat());
+    assert!(
+        text.contains("60 finished while logged (replayed)"),
+        "{text}"
+    );
+    assert!(text.contains("report: "), "the comparison ran: {text}");
+    let verdict = text
+        .lines()
+        .find(|l| l.starts_with("arm verdict: "))
+        .unwrap_or_else(|| panic!("no verdict: {text}"));
+    assert!(
+        verdict.starts_with(
+            "arm verdict: losing: the model arm (fifo/best-fit) is losing to the heuristic arm \
+             (sjf/best-fit) on the last 60 finished jobs (6 windows of 10 jobs, 1 seed(s) each)"
+        ),
+        "{verdict}"
+    );
+    // "difference +D s [95% CI +LOW, +HIGH] ...": the whole interval above zero.
+    let interval = verdict.split("[95% CI ").nth(1).unwrap();
+    let bounds: Vec<f64> = interval
+        .split(']')
+        .next()
+        .unwrap()
+        .split(", ")
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(0.0 < bounds[0] && bounds[0] <= bounds[1], "{verdict}");
+    assert!(
+        verdict.contains("worse on 6 and better on 0 of 6 windows"),
+        "{verdict}"
+    );
+
+    // The same policy on both arms: a tie, not a loss.
+    let tie = replay(
+        &[
+            &["--no-compare", "--verdict", "--model-arm", "sjf/best-fit"],
+            &window[..],
+        ]
+        .concat(),
+    );
+    assert!(
+        tie.contains(
+            "arm verdict: inconclusive: the model arm (sjf/best-fit) is not clearly different"
+        ),
+        "{tie}"
+    );
+    assert!(tie.contains("difference 0 s [95% CI 0, 0]"), "{tie}");
+    // Too little recent traffic is said as such.
+    let short = replay(&[
+        "--no-compare",
+        "--verdict",
+        "--model-arm",
+        "fifo/best-fit",
+        "--recent-hours",
+        "4",
+        "--window-jobs",
+        "10",
+        "--min-jobs",
+        "40",
+        "--recent-jobs",
+        "60",
+    ]);
+    assert!(
+        short.contains("arm verdict: too-little-traffic: 5 recent finished jobs, 40 needed"),
+        "{short}"
+    );
+    // A window that cannot make an interval is refused, naming the flag.
+    let err = common::stderr_of_failing(&[
+        "replay",
+        log,
+        "--out",
+        out,
+        "--verdict",
+        "--no-compare",
+        "--min-jobs",
+        "30",
+    ]);
+    assert!(err.contains("--min-jobs"), "{err}");
+}
+
+/// A guard that cannot work stops the service at start, naming the field at fault.
+#[test]
+fn a_bad_guard_config_is_refused_naming_the_field() {
+    let dir = fresh_dir("guard-config");
+    let config = dir.join("serve.toml");
+    for (text, field) in [
+        ("[guard]\nenabled = true\n", "guard.enabled"),
+        (
+            "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\nwindow_jobs = 0\n",
+            "guard.window_jobs",
+        ),
+    ] {
+        std::fs::write(&config, format!("model = \"\"\n{text}")).unwrap();
+        let err = common::stderr_of_failing(&["serve", "--config", config.to_str().unwrap()]);
+        assert!(err.contains(field), "{text}: {err}");
+    }
+}

@@ -55,6 +55,7 @@ pub struct ServeConfig {
     pub auth: AuthConfig,
     pub decision_log: DecisionLogConfig,
     pub kubernetes: KubernetesConfig,
+    pub guard: GuardConfig,
 }
 
 impl Default for ServeConfig {
@@ -77,6 +78,7 @@ impl Default for ServeConfig {
             auth: AuthConfig::default(),
             decision_log: DecisionLogConfig::default(),
             kubernetes: KubernetesConfig::default(),
+            guard: GuardConfig::default(),
         }
     }
 }
@@ -282,6 +284,94 @@ impl KubernetesConfig {
     }
 }
 
+/// The guard (`crate::guard`): every `interval_s` it judges the model arm against the
+/// baseline on the recent traffic of the service's own decision log (`crate::verdict`), exports
+/// the verdict, and with `enforce` switches routing to the baseline when the model is losing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardConfig {
+    /// Run the guard (needs `decision_log.path`).
+    pub enabled: bool,
+    /// Switch routing to the baseline when the verdict is losing; false: only report it.
+    pub enforce: bool,
+    /// Seconds between verdicts (each replays the whole log and simulates both arms on one
+    /// thread).
+    pub interval_s: u64,
+    /// The most recent finished jobs judged, at most.
+    pub recent_jobs: usize,
+    /// Only jobs submitted within this many hours before the log's end (0: no limit).
+    pub recent_hours: f64,
+    /// Jobs per window: each window is one unit of the paired comparison.
+    pub window_jobs: usize,
+    /// Fewer recent finished jobs than this: too little traffic, no verdict.
+    pub min_jobs: usize,
+    /// Seeds per window (they change only randomised policies' runs).
+    pub seeds: u64,
+    /// Bootstrap resamples of the interval.
+    pub resamples: usize,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        let spec = crate::verdict::VerdictSpec::default();
+        GuardConfig {
+            enabled: false,
+            enforce: false,
+            interval_s: 3600,
+            recent_jobs: spec.recent_jobs,
+            recent_hours: spec.recent_hours,
+            window_jobs: spec.window_jobs,
+            min_jobs: spec.min_jobs,
+            seeds: spec.seeds,
+            resamples: spec.resamples,
+        }
+    }
+}
+
+impl GuardConfig {
+    /// The verdict's traffic and statistics; one simulation thread, so the guard takes at
+    /// most one core from the decisions.
+    pub fn verdict_spec(&self) -> crate::verdict::VerdictSpec {
+        crate::verdict::VerdictSpec {
+            recent_jobs: self.recent_jobs,
+            recent_hours: self.recent_hours,
+            window_jobs: self.window_jobs,
+            min_jobs: self.min_jobs,
+            seeds: self.seeds,
+            resamples: self.resamples,
+            threads: Some(1),
+        }
+    }
+
+    fn validate(&self, decision_log: &DecisionLogConfig) -> Result<(), ConfigError> {
+        let invalid = |field, message: String| Err(ConfigError::Invalid { field, message });
+        if self.enforce && !self.enabled {
+            return invalid(
+                "guard.enforce",
+                "set, but guard.enabled is false: nothing would judge the model".into(),
+            );
+        }
+        if !self.enabled {
+            return Ok(());
+        }
+        if decision_log.path.is_none() {
+            return invalid(
+                "guard.enabled",
+                "the guard judges the service's own decision log: set decision_log.path".into(),
+            );
+        }
+        if self.interval_s == 0 {
+            return invalid("guard.interval_s", "must be at least 1 second".into());
+        }
+        self.verdict_spec()
+            .validate()
+            .map_err(|e| ConfigError::Invalid {
+                field: e.field.config_key(),
+                message: e.message,
+            })
+    }
+}
+
 /// A token, kept out of logs and debug output.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -434,6 +524,7 @@ impl ServeConfig {
             );
         }
         self.kubernetes.validate()?;
+        self.guard.validate(&self.decision_log)?;
         if self.routing.mode != RoutingMode::Baseline && self.model.is_empty() {
             // Allowed (cold start), but worth knowing: the chain will answer.
             tracing::warn!(
@@ -511,5 +602,41 @@ mod tests {
         );
         let parsed: ServeConfig = toml::from_str("blocking_threads = 9\nmodel_slots = 3").unwrap();
         assert_eq!((parsed.blocking_threads(), parsed.model_slots()), (9, 3));
+    }
+
+    #[test]
+    fn a_bad_guard_is_refused_naming_its_field() {
+        let cases = [
+            ("[guard]\nenforce = true\n", "guard.enforce"),
+            ("[guard]\nenabled = true\n", "guard.enabled"),
+            (
+                "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\ninterval_s = 0\n",
+                "guard.interval_s",
+            ),
+            (
+                "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\nwindow_jobs = 150\n",
+                "guard.min_jobs",
+            ),
+            (
+                "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\nrecent_hours = -1.0\n",
+                "guard.recent_hours",
+            ),
+        ];
+        for (text, field) in cases {
+            let cfg: ServeConfig = toml::from_str(text).unwrap();
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{field}: ")), "{text}: {e}");
+        }
+        // Unknown fields are refused by serde, naming them.
+        let e = toml::from_str::<ServeConfig>("[guard]\nenabeld = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("enabeld"), "{e}");
+        let ok: ServeConfig = toml::from_str(
+            "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\nenforce = true\n",
+        )
+        .unwrap();
+        assert!(ok.validate().is_ok());
+        assert!(ServeConfig::default().validate().is_ok(), "off by default");
     }
 }

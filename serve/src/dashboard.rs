@@ -246,6 +246,11 @@ impl Dashboard {
         drop(old);
     }
 
+    /// The guard gave a verdict (dashboards show it).
+    pub fn guard_changed(&self) {
+        self.changed();
+    }
+
     pub fn reloaded(&self, ok: bool, message: &str) {
         *locked(&self.reload) = Some(ReloadRow {
             unix_ms: unix_ms(),
@@ -518,10 +523,15 @@ pub fn view_of(world: &World, nodes: &[proto::Node], source: &str) -> ClusterVie
     }
 }
 
-/// Shadow and A/B figures the metrics already count.
+/// Shadow and A/B figures the metrics already count, and the guard's state.
 #[derive(Debug, Clone, Serialize)]
 pub struct Routing {
+    /// The routing in force (the baseline while the guard holds it there).
     pub mode: String,
+    /// Why the guard switched routing to the baseline, while it holds it there.
+    pub rerouted: Option<String>,
+    /// The guard's last verdict, when it runs and has judged.
+    pub guard_verdict: Option<String>,
     pub percent: f64,
     pub shadow_agree: u64,
     pub shadow_disagree: u64,
@@ -532,8 +542,11 @@ pub struct Routing {
 pub fn routing(engine: &Engine) -> Routing {
     let m = engine.metrics();
     let cfg = engine.config();
+    let (mode, rerouted) = engine.routing();
     Routing {
-        mode: cfg.routing.mode.as_str().into(),
+        mode: mode.as_str().into(),
+        rerouted: rerouted.map(|r| r.to_string()),
+        guard_verdict: engine.guard().last_verdict(),
         percent: cfg.routing.percent,
         shadow_agree: Metrics::counter_value(&m.shadow_agreement, "agree", "true"),
         shadow_disagree: Metrics::counter_value(&m.shadow_agreement, "agree", "false"),

@@ -8,6 +8,7 @@
 use crate::config::{RoutingMode, ServeConfig, SplitKey};
 use crate::dashboard::Dashboard;
 use crate::decision_log::{DecisionLog, LogRecord};
+use crate::guard::GuardState;
 use crate::inventory::NodeInventory;
 use crate::metrics::Metrics;
 use crate::model::{FallbackReason, Fnv, LoadedModel, ModelState};
@@ -118,6 +119,7 @@ pub struct Engine {
     inventory: NodeInventory,
     sessions: Sessions,
     dashboard: Dashboard,
+    guard: GuardState,
 }
 
 impl std::fmt::Debug for Engine {
@@ -187,6 +189,7 @@ impl Engine {
                 std::time::Duration::from_secs(cfg_sessions.1),
             ),
             dashboard: Dashboard::default(),
+            guard: GuardState::default(),
         })
     }
 
@@ -213,6 +216,33 @@ impl Engine {
     /// The sessions held.
     pub fn sessions(&self) -> &Sessions {
         &self.sessions
+    }
+    /// Whether the guard holds routing on the baseline, and its last verdict.
+    pub fn guard(&self) -> &GuardState {
+        &self.guard
+    }
+
+    /// The routing in force: the configured mode, or the baseline while the guard holds it
+    /// there (with its reason).
+    pub fn routing(&self) -> (RoutingMode, Option<Arc<str>>) {
+        match self.guard.rerouted() {
+            Some(reason) => (RoutingMode::Baseline, Some(reason)),
+            None => (self.cfg.routing.mode, None),
+        }
+    }
+
+    /// The model arm's name and a maker of fresh instances of its policy, for simulating it
+    /// (the guard); `None` when no model answers (none configured, cold or failed).
+    pub fn model_arm(&self) -> Option<(String, PolicyFactory)> {
+        if let Some(f) = &self.model_override {
+            return Some(("model:override".into(), Arc::clone(f)));
+        }
+        let model = Arc::clone(self.model_state().serving().ok()?);
+        let name = model.decider();
+        let deciding = self.cfg.deciding;
+        let factory: PolicyFactory =
+            Arc::new(move || Box::new(model.policy().deciding(deciding)) as Box<dyn Policy>);
+        Some((name, factory))
     }
     pub fn model_state(&self) -> ModelState {
         self.model
@@ -255,6 +285,13 @@ impl Engine {
                     .unwrap_or_else(|poisoned| poisoned.into_inner()) = state;
                 Metrics::count(&self.metrics.model_reloads, "result", "ok");
                 tracing::info!(%path, "model reloaded");
+                let msg = if self.guard.clear() {
+                    self.metrics.guard_switched.set(0);
+                    tracing::info!("reload: the guard's switch to the baseline is lifted");
+                    format!("{msg}; the guard's switch to the baseline is lifted")
+                } else {
+                    msg
+                };
                 self.dashboard.reloaded(true, &msg);
                 (true, msg)
             }
@@ -600,7 +637,7 @@ impl Engine {
             None if on_session => Spare::Copy(Box::new(world.clone())),
             None => Spare::None,
         };
-        let mode = self.cfg.routing.mode;
+        let (mode, rerouted) = self.routing();
         Metrics::count(&self.metrics.arm_requests, "arm", mode.as_str());
         let mut shadow = None;
         let (mut response, world, snapshot) = if mode == RoutingMode::Baseline {
@@ -656,6 +693,9 @@ impl Engine {
                     .await?;
             (response, world, snapshot)
         };
+        if let Some(reason) = rerouted {
+            response.rerouted = reason.to_string();
+        }
         if is_delta {
             Metrics::count(&self.metrics.session_requests, "kind", "delta");
         }
@@ -861,9 +901,10 @@ impl Engine {
     /// What `ModelInfo` answers.
     pub fn info(&self) -> proto::ModelInfoResponse {
         let state = self.model_state();
+        let (routing, rerouted) = self.routing();
         let mut info = proto::ModelInfoResponse {
             status: state.status().into(),
-            routing: self.cfg.routing.mode.as_str().into(),
+            routing: routing.as_str().into(),
             baseline: self.cfg.baseline.clone(),
             fallback_chain: self.chain(),
             path: self.cfg.model.clone(),
@@ -896,6 +937,14 @@ impl Engine {
                 info.detail = format!("not loaded, the baseline answers: {detail}");
             }
         }
+        if let Some(reason) = rerouted {
+            let guard = format!("routing switched to the baseline by the guard: {reason}");
+            info.detail = if info.detail.is_empty() {
+                guard
+            } else {
+                format!("{}; {guard}", info.detail)
+            };
+        }
         info
     }
 
@@ -908,7 +957,7 @@ impl Engine {
                 "ready: model {} ({}), routing {}",
                 state.version(),
                 state.status(),
-                self.cfg.routing.mode.as_str()
+                self.routing().0.as_str()
             ),
         )
     }

@@ -2,7 +2,8 @@
 //! (or, when it is missing, slow, wrong or cold, a chain of proven heuristics) decides; a
 //! shield re-checks every placement; the answer says who decided, why it fell back and why
 //! each job left pending waits. Metrics, a decision log for offline replay, A/B and shadow
-//! routing, hot model reload, TLS and token auth; and the node probe that reads a GPU node
+//! routing, a guard that switches to the baseline when the replayed log says the model is
+//! losing, hot model reload, TLS and token auth; and the node probe that reads a GPU node
 //! through NVML and reports it (`probe`).
 //!
 //! Depends on `lachesis-env` (world model, feasibility, heuristics) and `lachesis-agent`
@@ -14,6 +15,7 @@ pub mod dashboard;
 pub mod decision_log;
 pub mod engine;
 pub mod gpu_model;
+pub mod guard;
 pub mod http;
 pub mod inventory;
 pub mod k8s;
@@ -29,6 +31,7 @@ pub mod shield;
 pub mod slurm;
 pub mod synthetic;
 pub mod ui;
+pub mod verdict;
 pub mod world;
 
 pub mod proto {

@@ -14,27 +14,63 @@
 //! | `model_info` | `version`, `status` | 1 for the model in force |
 //! | `model_reloads_total` | `result` | hot reloads |
 //! | `decision_log_records_total` | `result` (`written`, `dropped`, `error`) | decision log |
+//! | `guard_runs_total` | `verdict` (`losing`, `winning`, `inconclusive`, `too-little-traffic`, `no-model`, `error`) | the guard's verdicts |
+//! | `guard_jct_difference_ratio`, `_low`, `_high` | | (model - baseline) / baseline average JCT on recent traffic, and its 95% interval (NaN: not judged) |
+//! | `guard_model_losing` | | 1 when the last verdict was losing |
+//! | `guard_switched` | | 1 while the guard holds routing on the baseline |
+//! | `guard_switches_total` | | times the guard switched routing to the baseline |
+//! | `guard_jobs` | | recent finished jobs the last verdict judged |
+//! | `guard_last_run_timestamp_seconds` | | when the guard last gave a verdict (start time before the first) |
+//! | `guard_interval_seconds` | | `guard.interval_s` (0: no guard) |
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 
 type Labels = Vec<(&'static str, String)>;
 type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+/// A gauge of a real number.
+pub type RealGauge = Gauge<f64, AtomicU64>;
 
 fn latency_histogram() -> Histogram {
     // 20 us .. ~5 s
     Histogram::new(exponential_buckets(20e-6, 2.0, 19))
 }
 
+/// The registry while it is filled, noting the sample names each metric will export.
+struct Registering {
+    registry: Registry,
+    names: Vec<String>,
+}
+
+impl Registering {
+    fn register<M: Metric + TypedMetric>(&mut self, name: &str, help: &str, metric: M) {
+        let full = format!("lachesis_{name}");
+        match M::TYPE {
+            MetricType::Counter => self.names.push(format!("{full}_total")),
+            MetricType::Histogram => self.names.extend(
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .map(|suffix| format!("{full}{suffix}")),
+            ),
+            _ => self.names.push(full),
+        }
+        self.registry.register(name, help, metric);
+    }
+}
+
 /// Every metric the service exports, registered once.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// Every sample name exported (`names`).
+    names: Vec<String>,
     pub requests: Family<Labels, Counter>,
     pub request_duration: Histograms,
     pub policy_duration: Histograms,
@@ -55,6 +91,18 @@ pub struct Metrics {
     pub model_info: Family<Labels, Gauge>,
     pub model_reloads: Family<Labels, Counter>,
     pub decision_log: Family<Labels, Counter>,
+    /// The guard's verdicts by outcome (`crate::guard`).
+    pub guard_runs: Family<Labels, Counter>,
+    /// (model - baseline) / baseline average JCT, and its interval; NaN when not judged.
+    pub guard_ratio: RealGauge,
+    pub guard_ratio_low: RealGauge,
+    pub guard_ratio_high: RealGauge,
+    pub guard_losing: Gauge,
+    pub guard_switched: Gauge,
+    pub guard_switches: Counter,
+    pub guard_jobs: Gauge,
+    pub guard_last_run: RealGauge,
+    pub guard_interval: Gauge,
     /// The labels `model_info` is set for now (cleared on change).
     model_labels: Mutex<Option<Labels>>,
 }
@@ -67,7 +115,10 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("lachesis");
+        let mut registry = Registering {
+            registry: Registry::with_prefix("lachesis"),
+            names: Vec::new(),
+        };
         let m = Metrics {
             requests: Family::default(),
             request_duration: Family::new_with_constructor(latency_histogram),
@@ -85,8 +136,19 @@ impl Metrics {
             model_info: Family::default(),
             model_reloads: Family::default(),
             decision_log: Family::default(),
+            guard_runs: Family::default(),
+            guard_ratio: RealGauge::default(),
+            guard_ratio_low: RealGauge::default(),
+            guard_ratio_high: RealGauge::default(),
+            guard_losing: Gauge::default(),
+            guard_switched: Gauge::default(),
+            guard_switches: Counter::default(),
+            guard_jobs: Gauge::default(),
+            guard_last_run: RealGauge::default(),
+            guard_interval: Gauge::default(),
             model_labels: Mutex::new(None),
             registry: Registry::default(),
+            names: Vec::new(),
         };
         registry.register(
             "requests",
@@ -156,7 +218,61 @@ impl Metrics {
             "Decision log records by outcome",
             m.decision_log.clone(),
         );
-        Metrics { registry, ..m }
+        registry.register(
+            "guard_runs",
+            "The guard's verdicts by outcome",
+            m.guard_runs.clone(),
+        );
+        registry.register(
+            "guard_jct_difference_ratio",
+            "(model - baseline) / baseline average JCT on recent traffic (NaN: not judged)",
+            m.guard_ratio.clone(),
+        );
+        registry.register(
+            "guard_jct_difference_ratio_low",
+            "Lower end of the ratio's 95% interval",
+            m.guard_ratio_low.clone(),
+        );
+        registry.register(
+            "guard_jct_difference_ratio_high",
+            "Upper end of the ratio's 95% interval",
+            m.guard_ratio_high.clone(),
+        );
+        registry.register(
+            "guard_model_losing",
+            "1 when the guard's last verdict was that the model is losing",
+            m.guard_losing.clone(),
+        );
+        registry.register(
+            "guard_switched",
+            "1 while the guard holds routing on the baseline",
+            m.guard_switched.clone(),
+        );
+        registry.register(
+            "guard_switches",
+            "Times the guard switched routing to the baseline",
+            m.guard_switches.clone(),
+        );
+        registry.register(
+            "guard_jobs",
+            "Recent finished jobs the guard's last verdict judged",
+            m.guard_jobs.clone(),
+        );
+        registry.register(
+            "guard_last_run_timestamp_seconds",
+            "When the guard last gave a verdict (its start before the first)",
+            m.guard_last_run.clone(),
+        );
+        registry.register(
+            "guard_interval_seconds",
+            "Seconds between the guard's verdicts (0: no guard)",
+            m.guard_interval.clone(),
+        );
+        Metrics {
+            registry: registry.registry,
+            names: registry.names,
+            ..m
+        }
     }
 
     pub fn count(family: &Family<Labels, Counter>, key: &'static str, value: &str) {
@@ -201,10 +317,42 @@ impl Metrics {
         family.get_or_create(&vec![(key, value.to_string())]).get()
     }
 
+    /// Every sample name the service exports, whether or not it has a value yet (a labelled
+    /// family shows in `encode` only once one of its series exists): counters with `_total`,
+    /// histograms with `_bucket`, `_sum` and `_count`. For checks of dashboards and alert rules.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
     /// OpenMetrics text.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_list_every_sample_encode_writes_and_the_empty_families_too() {
+        let m = Metrics::new();
+        assert!(!m.encode().contains("lachesis_fallbacks_total"));
+        assert!(m.names().iter().any(|n| n == "lachesis_fallbacks_total"));
+        Metrics::count(&m.fallbacks, "reason", "timeout");
+        m.request("Decide", tonic::Code::Ok, 0.001);
+        m.set_model("v1", "serving");
+        let text = m.encode();
+        let samples: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .collect();
+        assert!(samples.contains(&"lachesis_request_duration_seconds_bucket"));
+        for name in samples {
+            assert!(m.names().iter().any(|n| n == name), "{name} is not named");
+        }
     }
 }

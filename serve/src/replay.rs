@@ -65,12 +65,50 @@ pub struct LogSummary {
     pub jobs_never_started: usize,
 }
 
+impl LogSummary {
+    /// Answers per heuristic that decided them (an A/B answer counts for each of its
+    /// deciders; the model and "none" are left out). The most frequent is the service's
+    /// baseline unless it kept failing.
+    pub fn heuristics(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for (decider, n) in &self.deciders {
+            for d in decider
+                .split('+')
+                .filter(|d| !d.starts_with("model:") && !d.starts_with("none"))
+            {
+                *out.entry(d.to_string()).or_default() += n;
+            }
+        }
+        out
+    }
+
+    /// The heuristic that answered most (ties: the first by name), the heuristic arm.
+    pub fn heuristic_arm(&self) -> Option<String> {
+        let heuristics = self.heuristics();
+        let most = heuristics.values().copied().max()?;
+        heuristics
+            .into_iter()
+            .find(|(_, n)| *n == most)
+            .map(|(name, _)| name)
+    }
+
+    /// Whether the log holds answers of both arms: shadow or A/B routing, or the model and the
+    /// baseline arm each answering (routing changed, or the guard switched it).
+    pub fn both_arms(&self) -> bool {
+        let arm = |a: &str| self.arms.contains_key(a);
+        arm("shadow") || arm("ab") || (arm("model") && arm("baseline"))
+    }
+}
+
 /// The traffic as a trace and the cluster as a cluster file.
 #[derive(Debug)]
 pub struct Replayed {
     pub trace: Trace,
     pub cluster_toml: String,
     pub summary: LogSummary,
+    /// The clock of the last logged snapshot: where "recent" is measured from (the trace's
+    /// submit times are on the same clock).
+    pub end: SimTime,
 }
 
 #[derive(Debug)]
@@ -156,6 +194,7 @@ pub fn replay(files: &[PathBuf]) -> Result<Replayed, ReplayError> {
         trace,
         cluster_toml: cluster_toml(&last_nodes),
         summary,
+        end: SimTime(last_now),
     })
 }
 

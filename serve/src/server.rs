@@ -1,6 +1,7 @@
 //! The network face: the `lachesis.v1.Scheduler` gRPC service (plus standard health and
 //! reflection, v1 and v1alpha) and the HTTP listener for `/metrics`, `/healthz` and `/readyz`, with auth,
-//! request-size and concurrency limits, optional TLS and graceful shutdown.
+//! request-size and concurrency limits, optional TLS and graceful shutdown; and the guard's
+//! thread when `[guard] enabled`.
 
 use crate::config::{Secret, ServeConfig};
 use crate::engine::Engine;
@@ -224,6 +225,7 @@ pub struct Running {
     ready: Arc<AtomicBool>,
     grpc: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
     http: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    guard: Option<crate::guard::GuardHandle>,
 }
 
 impl Running {
@@ -231,6 +233,9 @@ impl Running {
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.ready.store(false, Ordering::SeqCst);
         let _ = self.stop.send(true);
+        if let Some(guard) = self.guard {
+            guard.stop();
+        }
         let grpc = self.grpc.await;
         if let Some(h) = self.http {
             let _ = h.await;
@@ -258,6 +263,8 @@ pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
     let cfg = engine.config().clone();
     let (token, admin_token) = cfg.tokens()?;
     let ui_token = token.clone();
+    // Started first: if anything below fails, dropping the handle ends its thread.
+    let guard = crate::guard::start(Arc::clone(&engine)).map_err(io("starting the guard"))?;
     let addr: SocketAddr = tokio::net::lookup_host(&cfg.grpc.addr)
         .await
         .map_err(io(format!("grpc.addr {}", cfg.grpc.addr)))?
@@ -346,11 +353,12 @@ pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
         ready,
         grpc,
         http,
+        guard,
     })
 }
 
-/// `lachesis serve`: starts, prints where it listens, reloads on SIGHUP, stops gracefully on
-/// SIGINT or SIGTERM.
+/// `lachesis serve`: starts, prints where it listens, reloads on SIGHUP (which also lifts the
+/// guard's switch to the baseline), stops gracefully on SIGINT or SIGTERM.
 pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     use tokio::signal::unix::{SignalKind, signal};
     let running = start(cfg).await?;

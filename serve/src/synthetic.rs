@@ -1,7 +1,8 @@
 //! Synthetic cluster snapshots of any size, for the bench, the soak and the tests: nodes of 8
 //! GPUs (three A100 nodes to one V100), filled by running jobs to a target utilization, and a
 //! queue of pending jobs of mixed shapes (whole GPUs, shares of one GPU, gangs), tenants,
-//! priorities, waits and estimates. Deterministic for a seed.
+//! priorities, waits and estimates. Deterministic for a seed. Also scripted traffic driven by
+//! the service's answers (`Traffic`), for tests of the decision log's replay and the guard.
 
 use crate::proto;
 use rand::rngs::StdRng;
@@ -194,6 +195,193 @@ impl SessionDriver {
             requeued: Vec::new(),
             submitted,
         }
+    }
+}
+
+/// One job of scripted traffic (`Traffic`).
+#[derive(Debug, Clone)]
+pub struct ScriptedJob {
+    pub id: String,
+    pub tenant: String,
+    /// Whole GPUs of its single task (8 CPU cores and 64 GiB per GPU).
+    pub gpus: u32,
+    pub submit_ms: u64,
+    /// Run time it needs (the caller's truth; snapshots never carry it).
+    pub run_ms: u64,
+    /// The user's estimate, if any.
+    pub estimate_ms: Option<u64>,
+}
+
+/// A scheduler driven by the service, for tests of replay and the guard: scripted jobs arrive
+/// at their submit times, each step sends the cluster as it is (`snapshot`), the service's
+/// answer is carried out (`answered`: placements start, preemptions go back to the queue), and
+/// a job leaves once it has run for its run time. When the cluster is idle the clock jumps to
+/// the next arrival; one last snapshot shows it empty, so every job is seen to finish.
+#[derive(Debug)]
+pub struct Traffic {
+    nodes: Vec<proto::Node>,
+    jobs: Vec<ScriptedJob>,
+    step_ms: u64,
+    now_ms: Option<u64>,
+    /// The next job to arrive (jobs are kept in submit order).
+    next: usize,
+    /// Job indices waiting, in arrival order, and what each has run so far.
+    pending: Vec<usize>,
+    attained_ms: Vec<u64>,
+    /// Job index, where it runs, and when this run began.
+    running: Vec<(usize, Vec<proto::TaskPlacement>, u64)>,
+    done: bool,
+}
+
+impl Traffic {
+    /// Traffic of `jobs` on `nodes`, a snapshot every `step_ms`.
+    pub fn new(nodes: Vec<proto::Node>, mut jobs: Vec<ScriptedJob>, step_ms: u64) -> Self {
+        jobs.sort_by_key(|j| j.submit_ms);
+        Traffic {
+            nodes,
+            attained_ms: vec![0; jobs.len()],
+            jobs,
+            step_ms: step_ms.max(1),
+            now_ms: None,
+            next: 0,
+            pending: Vec::new(),
+            running: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// The cluster one step on; `None` after the snapshot that showed it empty for good.
+    pub fn snapshot(&mut self) -> Option<proto::Snapshot> {
+        if self.done {
+            return None;
+        }
+        let arrival = self.jobs.get(self.next).map(|j| j.submit_ms);
+        let idle = self.pending.is_empty() && self.running.is_empty();
+        let now = match (self.now_ms, arrival) {
+            (None, a) => a.unwrap_or(0),
+            (Some(t), Some(a)) if idle => (t + self.step_ms).max(a),
+            (Some(t), _) => t + self.step_ms,
+        };
+        self.now_ms = Some(now);
+        let (jobs, attained) = (&self.jobs, &self.attained_ms);
+        self.running
+            .retain(|(j, _, started)| attained[*j] + (now - started) < jobs[*j].run_ms);
+        while self.jobs.get(self.next).is_some_and(|j| j.submit_ms <= now) {
+            self.pending.push(self.next);
+            self.next += 1;
+        }
+        if self.pending.is_empty() && self.running.is_empty() && self.next == self.jobs.len() {
+            self.done = true;
+        }
+        let job = |j: usize| {
+            let s = &self.jobs[j];
+            proto::Job {
+                id: s.id.clone(),
+                tenant: s.tenant.clone(),
+                tasks: 1,
+                gpus_per_task: s.gpus,
+                cpu_milli: 8_000 * u64::from(s.gpus),
+                mem_mib: 65_536 * u64::from(s.gpus),
+                estimate_ms: s.estimate_ms,
+                wait_ms: now - s.submit_ms,
+                attained_ms: self.attained_ms[j],
+                ..Default::default()
+            }
+        };
+        Some(proto::Snapshot {
+            cluster: "traffic".into(),
+            now_ms: now,
+            nodes: self.nodes.clone(),
+            running: self
+                .running
+                .iter()
+                .map(|(j, tasks, started)| proto::RunningJob {
+                    job: Some(job(*j)),
+                    tasks: tasks.clone(),
+                    run_ms: now - started,
+                })
+                .collect(),
+            pending: self.pending.iter().map(|j| job(*j)).collect(),
+        })
+    }
+
+    /// Carries out the answer to the last snapshot.
+    pub fn answered(&mut self, answer: &proto::DecideResponse) {
+        let now = self.now_ms.unwrap_or(0);
+        for victim in &answer.preemptions {
+            if let Some(k) = self
+                .running
+                .iter()
+                .position(|(j, _, _)| self.jobs[*j].id == *victim)
+            {
+                let (j, _, started) = self.running.remove(k);
+                self.attained_ms[j] += now - started;
+                self.pending.push(j);
+            }
+        }
+        for p in &answer.placements {
+            if let Some(k) = self.pending.iter().position(|j| self.jobs[*j].id == p.job) {
+                let j = self.pending.remove(k);
+                self.running.push((j, p.tasks.clone(), now));
+            }
+        }
+    }
+}
+
+impl Traffic {
+    /// Bursts where the order of the queue decides the JCT: every `gap_ms` one long job
+    /// (60 min) and then four short ones (10, 15 or 20 min, by burst) arrive together on one
+    /// V100 node of 8 GPUs,
+    /// each job taking the whole node, every job's estimate its true run time; a snapshot every
+    /// 5 minutes. Shortest-first finishes the short jobs an hour earlier than first-come.
+    pub fn head_of_line(bursts: usize, gap_ms: u64) -> Traffic {
+        let node = proto::Node {
+            name: "n0".into(),
+            gpu_model: "V100".into(),
+            gpus: 8,
+            cpu_milli: 64_000,
+            mem_mib: 524_288,
+            ..Default::default()
+        };
+        let jobs = (0..bursts)
+            .flat_map(|b| {
+                (0..5u64).map(move |k| {
+                    let run_ms = match k {
+                        0 => 3_600_000,
+                        _ => 600_000 + 300_000 * (b as u64 % 3),
+                    };
+                    ScriptedJob {
+                        id: format!("b{b}-{k}"),
+                        tenant: format!("t{}", k % 2),
+                        gpus: 8,
+                        submit_ms: b as u64 * gap_ms,
+                        run_ms,
+                        estimate_ms: Some(run_ms),
+                    }
+                })
+            })
+            .collect();
+        Traffic::new(vec![node], jobs, 300_000)
+    }
+
+    /// Sends every snapshot through `engine` and carries out its answers until the traffic
+    /// ends; the number of requests.
+    pub async fn drive(
+        mut self,
+        engine: &std::sync::Arc<crate::Engine>,
+    ) -> Result<usize, tonic::Status> {
+        let mut requests = 0;
+        while let Some(snapshot) = self.snapshot() {
+            let answer = engine
+                .decide(proto::DecideRequest {
+                    snapshot: Some(snapshot),
+                    ..Default::default()
+                })
+                .await?;
+            self.answered(&answer);
+            requests += 1;
+        }
+        Ok(requests)
     }
 }
 

@@ -173,7 +173,13 @@ function renderDecisions(s) {
   const r = s.routing;
   const shadowTotal = r.shadow_agree + r.shadow_disagree;
   const abTotal = r.ab_treatment_jobs + r.ab_control_jobs;
-  const routing = [card(r.mode, "routing")];
+  const routing = [card(r.rerouted ? el("span", { class: "badge bad" }, r.mode + " (guard)") : r.mode, "routing")];
+  if (r.rerouted) {
+    routing.push(card("switched", "the guard holds routing on the baseline: " + r.rerouted
+      + " (a reload or a restart switches back)"));
+  } else if (r.guard_verdict) {
+    routing.push(card(r.guard_verdict.split(":")[1].trim(), "guard: " + r.guard_verdict));
+  }
   if (r.mode === "ab" || abTotal > 0) {
     routing.push(card(r.percent + " %", "A/B share to the model"),
       card(r.ab_treatment_jobs + " / " + r.ab_control_jobs, "A/B jobs treatment / control"));

@@ -1,0 +1,203 @@
+//! The guard (`[guard]` of serve.toml, off by default): every `interval_s` it replays the
+//! service's own decision log and judges the model arm against the baseline on the recent
+//! traffic (`crate::verdict`), exports the verdict (`lachesis_guard_*`), and with
+//! `enforce = true` switches routing to the baseline when the model is losing. From then on
+//! every answer comes from the heuristic chain (`arm` "baseline") and carries the verdict in
+//! `rerouted`, so the decision log records why. Only an operator switches back: a successful
+//! reload (SIGHUP or `ReloadModel`) or a restart; the guard judges again at its next run.
+//!
+//! It runs on a thread of its own, never on the async runtime or the decision threads, with
+//! one simulation thread: it takes at most one core, at most once per interval. Before its
+//! first run the verdict gauges read NaN and the last-run time is the start time.
+
+use crate::dashboard::unix_ms;
+use crate::engine::Engine;
+use crate::metrics::Metrics;
+use crate::verdict::{self, Arms, Verdict, VerdictError};
+use lachesis_agent::harness;
+use lachesis_env::policy::{Policy, PolicyError, PolicyOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Whether the guard holds routing on the baseline, why, and its last verdict.
+#[derive(Debug, Default)]
+pub struct GuardState {
+    /// Read on every decision: the lock is taken only while it is set.
+    switched: AtomicBool,
+    reason: Mutex<Option<Arc<str>>>,
+    last: Mutex<Option<String>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl GuardState {
+    /// Why routing is switched to the baseline, while it is.
+    pub fn rerouted(&self) -> Option<Arc<str>> {
+        if !self.switched.load(Ordering::Acquire) {
+            return None;
+        }
+        locked(&self.reason).clone()
+    }
+
+    /// Switches routing to the baseline for `reason`; false when it already was.
+    fn switch(&self, reason: String) -> bool {
+        let mut held = locked(&self.reason);
+        if held.is_some() {
+            return false;
+        }
+        *held = Some(reason.into());
+        self.switched.store(true, Ordering::Release);
+        true
+    }
+
+    /// Lifts the switch (an operator's reload); whether it was on.
+    pub fn clear(&self) -> bool {
+        let mut held = locked(&self.reason);
+        self.switched.store(false, Ordering::Release);
+        held.take().is_some()
+    }
+
+    /// The last verdict, as a line.
+    pub fn last_verdict(&self) -> Option<String> {
+        locked(&self.last).clone()
+    }
+}
+
+fn unix_s() -> f64 {
+    unix_ms() as f64 / 1000.0
+}
+
+fn not_judged(metrics: &Metrics) {
+    for g in [
+        &metrics.guard_ratio,
+        &metrics.guard_ratio_low,
+        &metrics.guard_ratio_high,
+    ] {
+        g.set(f64::NAN);
+    }
+    metrics.guard_losing.set(0);
+    metrics.guard_jobs.set(0);
+}
+
+/// One run of the guard, now (the thread calls it every interval; tests call it directly):
+/// the verdict, exported, and acted on when `enforce` is set. `None` when no model is in
+/// force (nothing to judge).
+pub fn run_once(engine: &Engine) -> Result<Option<Verdict>, VerdictError> {
+    let cfg = engine.config();
+    let metrics = engine.metrics();
+    let Some((model, factory)) = engine.model_arm() else {
+        Metrics::count(&metrics.guard_runs, "verdict", "no-model");
+        not_judged(metrics);
+        metrics.guard_last_run.set(unix_s());
+        return Ok(None);
+    };
+    // What the writer still holds goes to disk first.
+    engine.flush();
+    let files = cfg
+        .decision_log
+        .path
+        .as_deref()
+        .map(crate::replay::files)
+        .unwrap_or_default();
+    let arms = Arms {
+        model,
+        heuristic: cfg.baseline.clone(),
+    };
+    let build = |name: &str, options: &PolicyOptions| -> Result<Box<dyn Policy>, PolicyError> {
+        if name == arms.model {
+            Ok(factory())
+        } else {
+            harness::build(name, options)
+        }
+    };
+    let verdict = match verdict::judge_log(&files, &arms, &cfg.guard.verdict_spec(), &build) {
+        Ok(v) => v,
+        Err(e) => {
+            Metrics::count(&metrics.guard_runs, "verdict", "error");
+            tracing::warn!(error = %e, "the guard could not judge the model");
+            return Err(e);
+        }
+    };
+    Metrics::count(&metrics.guard_runs, "verdict", verdict.outcome.as_str());
+    match verdict.ratio() {
+        Some((ratio, low, high)) => {
+            metrics.guard_ratio.set(ratio);
+            metrics.guard_ratio_low.set(low);
+            metrics.guard_ratio_high.set(high);
+            metrics.guard_losing.set(i64::from(verdict.losing()));
+            metrics.guard_jobs.set(verdict.jobs as i64);
+        }
+        None => {
+            not_judged(metrics);
+            metrics.guard_jobs.set(verdict.jobs as i64);
+        }
+    }
+    metrics.guard_last_run.set(unix_s());
+    let line = verdict.to_string();
+    *locked(&engine.guard().last) = Some(line.clone());
+    tracing::info!(verdict = %line, "guard");
+    if verdict.losing() && cfg.guard.enforce && engine.guard().switch(line.clone()) {
+        metrics.guard_switches.inc();
+        metrics.guard_switched.set(1);
+        tracing::warn!(
+            verdict = %line,
+            "the guard switched routing to the baseline; a reload (SIGHUP) or a restart switches back"
+        );
+    }
+    engine.dashboard().guard_changed();
+    Ok(Some(verdict))
+}
+
+/// The running guard; `stop` (or dropping it) ends its thread at once, or after the run in
+/// progress.
+#[derive(Debug)]
+pub struct GuardHandle {
+    stop: Sender<()>,
+}
+
+impl GuardHandle {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+    }
+}
+
+/// Starts the guard's thread when `[guard] enabled`; its first run comes one interval after
+/// the start.
+pub fn start(engine: Arc<Engine>) -> std::io::Result<Option<GuardHandle>> {
+    let cfg = engine.config().guard.clone();
+    if !cfg.enabled {
+        return Ok(None);
+    }
+    let metrics = engine.metrics();
+    metrics
+        .guard_interval
+        .set(i64::try_from(cfg.interval_s).unwrap_or(i64::MAX));
+    metrics.guard_last_run.set(unix_s());
+    not_judged(metrics);
+    let (tx, rx) = channel::<()>();
+    let interval = Duration::from_secs(cfg.interval_s);
+    std::thread::Builder::new()
+        .name("lachesis-guard".into())
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(interval) {
+                // A policy that panics in a simulation fails this run, not the guard.
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_once(&engine))) {
+                    Ok(_) => {}
+                    Err(_) => {
+                        Metrics::count(&engine.metrics().guard_runs, "verdict", "error");
+                        tracing::error!("the guard's run panicked; it runs again next interval");
+                    }
+                }
+            }
+        })?;
+    tracing::info!(
+        interval_s = cfg.interval_s,
+        enforce = cfg.enforce,
+        "guard started"
+    );
+    Ok(Some(GuardHandle { stop: tx }))
+}
