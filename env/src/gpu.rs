@@ -44,6 +44,31 @@ const CATALOG: &[(&[&str], f64, u32, f64, f64)] = &[
     (&["H800"], 3.3, 80, 70.0, 700.0),
     (&["H200"], 3.6, 141, 70.0, 700.0),
     (&["L4"], 0.6, 24, 16.0, 72.0),
+    // The two Turing models of Sia's testbed (SOSP'23), for its throughput profiles. Speed: the
+    // median speedup over T4 of Sia's six models at a common batch (RTX 2080 Ti 1.53, Quadro
+    // RTX 6000 1.71, V100 2.38; ../shared/throughputs/README.md) scaled to V100 = 1. Memory and
+    // board power from NVIDIA's specifications (2080 Ti: 11 GB, 250 W; Quadro RTX 6000: 24 GB,
+    // 295 W), idle draw typical of the class. `RTX-6000` is the Quadro RTX 6000 (Turing), as
+    // the service spells "Quadro RTX 6000"; not the 48 GB RTX 6000 Ada.
+    (
+        &[
+            "RTX-2080Ti",
+            "RTX2080Ti",
+            "RTX-2080-Ti",
+            "GeForce-RTX-2080-Ti",
+        ],
+        0.65,
+        11,
+        20.0,
+        250.0,
+    ),
+    (
+        &["RTX-6000", "Quadro-RTX-6000", "QuadroRTX6000"],
+        0.72,
+        24,
+        20.0,
+        295.0,
+    ),
     // Undisclosed internal codes in the Alibaba traces: assumed V100-class.
     (&["G1"], 1.0, 16, 40.0, 300.0),
     (&["G2"], 1.0, 16, 40.0, 300.0),
@@ -69,6 +94,15 @@ impl GpuModel {
                     busy_watts: *busy,
                 })
         })
+    }
+
+    /// The catalog's canonical spelling of `name` (case-insensitive, aliases accepted): `v100-16g`
+    /// -> `V100`. `None` for a model the catalog does not know.
+    pub fn canonical_name(name: &str) -> Option<&'static str> {
+        CATALOG
+            .iter()
+            .find(|(names, ..)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+            .map(|(names, ..)| names[0])
     }
 
     /// Names the catalog knows (canonical spelling first).
@@ -111,6 +145,18 @@ mod tests {
         assert_eq!(m.name, "v100m32");
         assert_eq!(m.mem_gib, 32);
         assert!(GpuModel::from_catalog("TPUv4").is_none());
+    }
+
+    #[test]
+    fn canonical_names_fold_aliases() {
+        assert_eq!(GpuModel::canonical_name("v100-16g"), Some("V100"));
+        assert_eq!(
+            GpuModel::canonical_name("quadro-rtx-6000"),
+            Some("RTX-6000")
+        );
+        assert_eq!(GpuModel::canonical_name("rtx2080ti"), Some("RTX-2080Ti"));
+        assert_eq!(GpuModel::canonical_name("V100M32"), Some("V100M32"));
+        assert_eq!(GpuModel::canonical_name("TPUv4"), None);
     }
 
     #[test]

@@ -74,6 +74,43 @@ impl JobKind {
     }
 }
 
+/// The model a job trains (e.g. `ResNet-18 (batch size 16)`, `cifar10`): it names the rows of a
+/// throughput table (`crate::throughput`) that give the job's rate on each GPU model. Trimmed
+/// and non-empty; which names are known is the throughput module's business.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct WorkloadType(String);
+
+impl WorkloadType {
+    /// `name` trimmed; `None` when that is empty.
+    pub fn new(name: &str) -> Option<WorkloadType> {
+        let name = name.trim();
+        (!name.is_empty()).then(|| WorkloadType(name.to_string()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for WorkloadType {
+    type Error = String;
+    fn try_from(name: String) -> Result<Self, String> {
+        WorkloadType::new(&name).ok_or_else(|| "a workload type name is empty".to_string())
+    }
+}
+
+impl From<WorkloadType> for String {
+    fn from(workload: WorkloadType) -> String {
+        workload.0
+    }
+}
+
+impl fmt::Display for WorkloadType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// What one task of a job needs. All tasks of a job are alike (a gang).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TaskRequest {
@@ -146,6 +183,11 @@ pub struct JobSpec {
     pub kind: JobKind,
     /// The user's runtime estimate (requested wall time), where the trace has one.
     pub estimate: Option<SimTime>,
+    /// The model the job trains, where the trace names it or a rule assigned it
+    /// (`crate::throughput::assign`). `None`: the job runs at its GPU model's catalog speed,
+    /// as every job did before workload types existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadType>,
 }
 
 impl JobSpec {
@@ -391,6 +433,7 @@ pub(crate) mod tests {
             preemptible: true,
             kind: JobKind::Training,
             estimate: None,
+            workload: None,
         }
     }
 

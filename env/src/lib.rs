@@ -1,5 +1,5 @@
 //! lachesis-env: the cluster world. Cluster model and feasibility, the event simulator, trace
-//! readers, heuristic policies and metrics.
+//! readers, throughput tables, heuristic policies and metrics.
 //!
 //! No burn, no tokio: everything here is plain, deterministic, single-threaded Rust that the
 //! learning agent and the decision service build on.
@@ -11,5 +11,6 @@ pub mod job;
 pub mod metrics;
 pub mod policy;
 pub mod sim;
+pub mod throughput;
 pub mod trace;
 pub mod units;

@@ -484,6 +484,7 @@ mod tests {
                 preemptible: true,
                 kind: JobKind::Training,
                 estimate: None,
+                workload: None,
             })
             .collect();
         let durations = (0..160).map(|i| SimTime::from_secs(run_s(i))).collect();

@@ -180,6 +180,7 @@ fn parse_instance(
         preemptible: false,
         kind: JobKind::Inference,
         estimate: None,
+        workload: None,
     };
     Ok(Row::Kept(Instance {
         job,

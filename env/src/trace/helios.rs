@@ -340,6 +340,7 @@ fn parse_job(
             JobKind::Training
         },
         estimate: None,
+        workload: None,
     };
     Ok(Row::Kept(WallClockJob {
         job,

@@ -108,6 +108,7 @@ impl ItpOptions {
             preemptible: self.preemptible,
             kind: JobKind::Training,
             estimate: None,
+            workload: None,
         }
     }
 }

@@ -23,7 +23,7 @@ pub mod split;
 pub mod stats;
 pub mod swf;
 pub mod synthetic;
-mod table;
+pub(crate) mod table;
 
 pub use fit::{FitError, ModelFileError, WorkloadModel};
 pub use helios::{HeliosOptions, HeliosTenant};
@@ -206,7 +206,7 @@ impl TraceFormat {
             source: source_err,
         })?;
         match self {
-            TraceFormat::Normalized => normalized::read(input, source),
+            TraceFormat::Normalized => normalized::read(input, source, &options.workload_names),
             TraceFormat::Openb => openb::read(input, source),
             TraceFormat::Itp => itp::read(input, source, &options.itp),
             TraceFormat::Swf => swf::read(input, source, &options.swf),
@@ -236,6 +236,9 @@ pub struct ReadOptions {
     pub helios: HeliosOptions,
     /// CPU, memory and node size assumed for the jobs of Sia's Philly trace (ITP's knobs).
     pub sia_philly: ItpOptions,
+    /// Workload types the normalized reader accepts besides the throughput presets' (those a
+    /// custom throughput table defines); any other name in a `workload` column is refused.
+    pub workload_names: Vec<String>,
 }
 
 /// A trace as read, with the account of what the reader did to the file's rows.

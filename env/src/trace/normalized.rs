@@ -14,7 +14,8 @@
 //! - Line 2 may be `#tenants,NAME,...`: the trace's tenant table in `TenantId` order (kept
 //!   even when a tenant has no job). Without it, tenants are numbered in order of first
 //!   appearance in the `tenant` column.
-//! - Then the header: all 15 columns, in any order, no others.
+//! - Then the header: all 15 columns, in any order, no others; plus, optionally, a 16th,
+//!   `workload`.
 //! - `job_id`: the job's name in its source trace (any text). `submit_s`, `duration_s`
 //!   (true run time at speed 1.0), `estimate_s` (user estimate; empty = none): seconds,
 //!   non-negative, at most 3 decimals, so exact milliseconds. `tasks` >= 1 (a gang when > 1);
@@ -22,16 +23,20 @@
 //!   them; `cpu_milli`, `mem_mib` per task. `gpu_types`: allowed GPU models, `|`-separated,
 //!   empty = any. `tenant`: a non-empty name. `priority`: i32, larger is more important.
 //!   `qos`: `guaranteed`, `latency-sensitive`, `burstable`, `best-effort`. `preemptible`:
-//!   `true`/`false`. `kind`: `training`, `inference`, `batch`.
+//!   `true`/`false`. `kind`: `training`, `inference`, `batch`. `workload`: the model the job
+//!   trains, a type a throughput preset defines (`crate::throughput::known_workload`:
+//!   case-insensitive, stored in the preset's spelling) or one listed in
+//!   [`super::ReadOptions::workload_names`]; empty = untyped. Any other name is refused.
 //! - Rows may come in any order; the trace sorts them by submit time (stable).
 //!
 //! Writing refuses what would not read back equal: empty or duplicate tenant names, GPU type
-//! names that are empty, contain `|` or have surrounding spaces.
+//! names that are empty, contain `|` or have surrounding spaces. The `workload` column is
+//! written only when some job has a type, so a trace without types is written as before.
 
 use super::table::{self, Table, Unknown};
 use super::{ReadReport, TraceFormat, TraceRead, TraceReadError};
 use crate::cluster::MAX_GPUS_PER_NODE;
-use crate::job::{JobKind, JobSpec, Qos, TaskRequest, Trace};
+use crate::job::{JobKind, JobSpec, Qos, TaskRequest, Trace, WorkloadType};
 use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use csv::StringRecord;
 use std::collections::HashMap;
@@ -43,8 +48,12 @@ pub const MAGIC: &str = "#lachesis-trace";
 pub const VERSION: &str = "v1";
 /// First field of the optional tenant-table line.
 pub const TENANTS: &str = "#tenants";
-/// The columns of schema v1, in the order Lachesis writes them.
-pub const COLUMNS: &[&str] = &[
+/// The 15 required columns of schema v1, in the order Lachesis writes them.
+pub const COLUMNS: &[&str] = COLUMNS_WITH_WORKLOAD.split_at(15).0;
+/// The optional 16th column: the job's workload type.
+pub const WORKLOAD: &str = "workload";
+/// [`COLUMNS`], then [`WORKLOAD`].
+const COLUMNS_WITH_WORKLOAD: &[&str] = &[
     "job_id",
     "submit_s",
     "duration_s",
@@ -60,6 +69,7 @@ pub const COLUMNS: &[&str] = &[
     "preemptible",
     "kind",
     "estimate_s",
+    WORKLOAD,
 ];
 
 /// Why a trace could not be written in the normalized format.
@@ -74,7 +84,12 @@ pub enum TraceWriteError {
 }
 
 /// Reads a normalized trace; `source` names it in errors and becomes the trace's name.
-pub fn read(input: impl Read, source: &str) -> Result<TraceRead, TraceReadError> {
+/// `workload_names` are the workload types accepted besides the presets' (a custom table's).
+pub fn read(
+    input: impl Read,
+    source: &str,
+    workload_names: &[String],
+) -> Result<TraceRead, TraceReadError> {
     let mut reader = table::csv_reader(input);
     let mut record = StringRecord::new();
     let found = table::next_record(source, &mut reader, &mut record)?;
@@ -89,13 +104,22 @@ pub fn read(input: impl Read, source: &str) -> Result<TraceRead, TraceReadError>
     if !more {
         return Err(table::missing_header(source, &reader, COLUMNS));
     }
-    let mut rows = Table::with_header(source, reader, record, COLUMNS, Unknown::Reject)?;
+    let typed = record.iter().any(|column| column.trim() == WORKLOAD);
+    let columns = if typed {
+        COLUMNS_WITH_WORKLOAD
+    } else {
+        COLUMNS
+    };
+    let mut rows = Table::with_header(source, reader, record, columns, Unknown::Reject)?;
 
     let mut report = ReadReport::new(TraceFormat::Normalized);
     let (mut jobs, mut durations) = (Vec::new(), Vec::new());
     while let Some(row) = rows.next_row()? {
         report.rows += 1;
-        let (job, duration) = parse_job(&row, &mut tenants)?;
+        let (mut job, duration) = parse_job(&row, &mut tenants)?;
+        if typed {
+            job.workload = parse_workload(&row, workload_names)?;
+        }
         jobs.push(job);
         durations.push(duration);
         report.kept += 1;
@@ -212,8 +236,29 @@ fn parse_job(
         kind: JobKind::parse(row.str("kind"))
             .ok_or_else(|| row.expected("kind", "training, inference or batch"))?,
         estimate: row.opt_secs("estimate_s")?,
+        workload: None,
     };
     Ok((job, row.secs("duration_s")?))
+}
+
+/// The `workload` field: empty is untyped; a name must be a known type.
+fn parse_workload(
+    row: &table::Row<'_>,
+    workload_names: &[String],
+) -> Result<Option<WorkloadType>, TraceReadError> {
+    let text = row.str(WORKLOAD);
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    crate::throughput::known_workload(text, workload_names)
+        .map(Some)
+        .ok_or_else(|| {
+            row.expected(
+                WORKLOAD,
+                "a workload type of a throughput preset (e.g. `ResNet-50 (batch size 64)`, \
+                 `cifar10`) or one listed in the reader options' workload_names, or nothing",
+            )
+        })
 }
 
 /// Writes `trace` as a normalized v1 CSV (version line, tenant line, header, one row a job in
@@ -223,9 +268,14 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
     let mut out = csv::WriterBuilder::new().flexible(true).from_writer(writer);
     out.write_record([format!("{MAGIC} {VERSION}")])?;
     out.write_record(std::iter::once(TENANTS).chain(trace.tenants().iter().map(String::as_str)))?;
-    out.write_record(COLUMNS)?;
+    let typed = trace.jobs().iter().any(|j| j.workload.is_some());
+    out.write_record(if typed {
+        COLUMNS_WITH_WORKLOAD
+    } else {
+        COLUMNS
+    })?;
     for job in trace.jobs() {
-        out.write_record([
+        let fields = [
             job.name.clone(),
             format_secs(job.submit),
             format_secs(trace.true_duration(job.id)),
@@ -241,7 +291,13 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
             job.preemptible.to_string(),
             job.kind.as_str().to_string(),
             job.estimate.map(format_secs).unwrap_or_default(),
-        ])?;
+        ];
+        let workload = job.workload.as_ref().map_or("", WorkloadType::as_str);
+        if typed {
+            out.write_record(fields.iter().map(String::as_str).chain([workload]))?;
+        } else {
+            out.write_record(&fields)?;
+        }
     }
     out.flush()?;
     Ok(())
@@ -287,7 +343,7 @@ mod tests {
                           gpu_types,tenant,priority,qos,preemptible,kind,estimate_s";
 
     fn read_str(text: &str) -> Result<TraceRead, TraceReadError> {
-        read(text.as_bytes(), "x.csv")
+        read(text.as_bytes(), "x.csv", &[])
     }
 
     fn err(text: &str) -> String {
@@ -383,6 +439,67 @@ mod tests {
     }
 
     #[test]
+    fn workload_column_is_optional_read_written_and_checked() {
+        let text = format!(
+            "#lachesis-trace v1\n#tenants,t\n{HEADER},workload\n\
+             a,0,10,1,1,1000,0,0,,t,0,best-effort,true,training,,ResNet-50 (batch size 64)\n\
+             b,1,10,1,2,1000,0,0,,t,0,best-effort,true,training,,\n\
+             c,2,10,1,1,1000,0,0,,t,0,best-effort,true,training,,CIFAR10\n"
+        );
+        let t = read_str(&text).unwrap().trace;
+        let types: Vec<Option<&str>> = t
+            .jobs()
+            .iter()
+            .map(|j| j.workload.as_ref().map(WorkloadType::as_str))
+            .collect();
+        // Names match case-insensitively and are kept in the preset's spelling.
+        assert_eq!(
+            types,
+            [Some("ResNet-50 (batch size 64)"), None, Some("cifar10")]
+        );
+        let mut written = Vec::new();
+        write_normalized(&t, &mut written).unwrap();
+        let written = String::from_utf8(written).unwrap();
+        assert_eq!(written, text.replace("CIFAR10", "cifar10"));
+        assert_eq!(read_str(&written).unwrap().trace, t);
+
+        // Unknown names are refused, naming the line; a custom table's are accepted when given.
+        let bad = text.replace("CIFAR10", "llama-7b");
+        let e = read_str(&bad).unwrap_err().to_string();
+        assert!(
+            e.starts_with("x.csv line 6, field workload: expected a workload type"),
+            "{e}"
+        );
+        assert!(e.ends_with("got \"llama-7b\""), "{e}");
+        let custom = read(bad.as_bytes(), "x.csv", &["LLaMA-7B".to_string()]).unwrap();
+        assert_eq!(
+            custom.trace.jobs()[2]
+                .workload
+                .as_ref()
+                .map(WorkloadType::as_str),
+            Some("LLaMA-7B")
+        );
+    }
+
+    #[test]
+    fn untyped_traces_are_written_without_the_column() {
+        let text = format!(
+            "#lachesis-trace v1\n#tenants,t\n{HEADER},workload\n\
+             a,0,10,1,1,1000,0,0,,t,0,best-effort,true,training,,\n"
+        );
+        let t = read_str(&text).unwrap().trace;
+        assert!(t.jobs()[0].workload.is_none());
+        let mut written = Vec::new();
+        write_normalized(&t, &mut written).unwrap();
+        let written = String::from_utf8(written).unwrap();
+        assert_eq!(
+            written,
+            text.replace(",workload", "")
+                .replace("training,,\n", "training,\n")
+        );
+    }
+
+    #[test]
     fn seconds_format_exactly() {
         assert_eq!(format_secs(SimTime(0)), "0");
         assert_eq!(format_secs(SimTime(1500)), "1.5");
@@ -406,6 +523,16 @@ mod tests {
         }
     }
 
+    /// The presets' workload types, and one a custom table defines.
+    fn known_workloads() -> Vec<&'static str> {
+        crate::throughput::gavel::TEMPLATES
+            .iter()
+            .map(|t| t.name)
+            .chain(crate::throughput::sia::MODELS)
+            .chain(["llama-7b"])
+            .collect()
+    }
+
     prop_compose! {
         fn arb_job(tenants: usize)(
             name in any::<String>(),
@@ -419,11 +546,13 @@ mod tests {
             preemptible in any::<bool>(),
             kind in prop::sample::select(vec![JobKind::Training, JobKind::Inference, JobKind::Batch]),
             estimate in prop::option::of(any::<u64>()),
+            workload in prop::option::of(prop::sample::select(known_workloads())),
         ) -> JobSpec {
             JobSpec {
                 id: JobId(0), name, submit: SimTime(submit), tasks, task, gpu_types,
                 tenant: TenantId(tenant as u32), priority, qos, preemptible, kind,
                 estimate: estimate.map(SimTime),
+                workload: workload.and_then(WorkloadType::new),
             }
         }
     }
@@ -450,7 +579,7 @@ mod tests {
         fn write_then_read_is_exact(trace in arb_trace()) {
             let mut bytes = Vec::new();
             write_normalized(&trace, &mut bytes).unwrap();
-            let read = read(bytes.as_slice(), "rt.csv").unwrap();
+            let read = read(bytes.as_slice(), "rt.csv", &["llama-7b".to_string()]).unwrap();
             prop_assert_eq!(&read.trace, &trace);
             prop_assert_eq!(read.report.kept, trace.len() as u64);
         }
@@ -459,8 +588,8 @@ mod tests {
         fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
             let mut input = b"#lachesis-trace v1\n".to_vec();
             input.extend_from_slice(&bytes);
-            let _ = read(input.as_slice(), "r.csv");
-            let _ = read(bytes.as_slice(), "r.csv");
+            let _ = read(input.as_slice(), "r.csv", &[]);
+            let _ = read(bytes.as_slice(), "r.csv", &[]);
         }
 
         #[test]
@@ -470,7 +599,7 @@ mod tests {
                 text.push_str(&row.join(","));
                 text.push('\n');
             }
-            let _ = read(text.as_bytes(), "r.csv");
+            let _ = read(text.as_bytes(), "r.csv", &[]);
         }
     }
 }

@@ -176,6 +176,7 @@ fn pod_job(
             _ => JobKind::Training,
         },
         estimate: None,
+        workload: None,
     }
 }
 

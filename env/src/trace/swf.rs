@@ -416,6 +416,7 @@ fn parse_job(
         preemptible: options.preemptible,
         kind: JobKind::Batch,
         estimate: (estimate >= 0).then(|| SimTime::from_secs(estimate.unsigned_abs())),
+        workload: None,
     };
     Ok(Row::Kept(job, SimTime::from_secs(run.unsigned_abs())))
 }

@@ -69,6 +69,7 @@ pub fn synthetic_trace(jobs: usize, cluster: &ClusterSpec, load: f64, seed: u64)
             preemptible: true,
             kind: JobKind::Training,
             estimate: None,
+            workload: None,
         });
     }
     // Poisson arrivals whose span makes work / (capacity x span) = load.

@@ -376,6 +376,7 @@ impl World {
             preemptible: false,
             kind: JobKind::Batch,
             estimate: None,
+            workload: None,
         }
     }
 
@@ -861,6 +862,7 @@ fn job_spec(
         preemptible: job.preemptible,
         kind,
         estimate,
+        workload: None,
     })
 }
 

@@ -105,6 +105,7 @@ impl Shape {
             preemptible: self.preemptible,
             kind: self.kind,
             estimate: None,
+            workload: None,
         }
     }
 }
