@@ -22,12 +22,12 @@ pub struct Args {
     /// (default: 3 nodes of 8 V100s, where the excerpt's windows queue and the policies differ).
     #[arg(long, default_value = "3x8:V100")]
     pub cluster: String,
-    /// Policies, comma-separated (default: the shipped model, the strongest heuristics, and
-    /// plain FIFO for scale).
+    /// Policies, comma-separated (default: the shipped model, the strongest heuristics, the
+    /// adaptive Gittins policy among them, and plain FIFO for scale).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "rl:models/default,tiresias/best-fit/las-preempt,sjf/best-fit,f1/best-fit/easy,fifo/best-fit/easy,fifo/best-fit"
+        default_value = "rl:models/default,gittins/best-fit/gittins-preempt,tiresias/best-fit/las-preempt,sjf/best-fit,f1/best-fit/easy,fifo/best-fit/easy,fifo/best-fit"
     )]
     pub policies: Vec<String>,
     /// The policy the others are compared against (default: the first).

@@ -407,9 +407,18 @@ fn write_card(
         s,
         "- warm start: {}",
         t.teacher.as_ref().map_or("none".to_string(), |x| format!(
-            "behaviour cloning from `{x}` ({} decisions, {} epochs){}",
+            "behaviour cloning from `{x}` ({} decisions, {} epochs){}{}",
             cfg.bc.samples,
             cfg.bc.epochs,
+            if cfg.bc.dagger_rounds > 0 {
+                format!(
+                    ", then {} DAgger rounds ({} decisions each, the model driving and the \
+                     teacher labelling)",
+                    cfg.bc.dagger_rounds, cfg.bc.dagger_samples
+                )
+            } else {
+                String::new()
+            },
             if lachesis_agent::train::is_oracle(x) {
                 "; a privileged teacher: it read the training windows' true durations, which \
                  reached the model only as its choices (the model's features hold none)"
@@ -418,9 +427,26 @@ fn write_card(
             }
         ))
     )?;
+    let p = &cfg.ppo;
+    let mode = if p.rollouts_per_input >= 2 {
+        format!(
+            " (Decima's: {} whole episodes per input, the input-dependent baseline{})",
+            p.rollouts_per_input,
+            if p.horizon_start > 0.0 {
+                format!(
+                    ", episode-length curriculum {} to {} window spans",
+                    p.horizon_start, p.horizon_final
+                )
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        String::new()
+    };
     writeln!(
         s,
-        "- PPO: {} iterations, {} environment steps; {:.0} s wall on this machine; kept \
+        "- PPO{mode}: {} iterations, {} environment steps; {:.0} s wall on this machine; kept \
          iteration {} (best validation average JCT relative to `{}`)",
         t.ppo_iterations,
         t.env_steps,

@@ -191,7 +191,7 @@ fn the_default_comparison_shows_the_model_against_the_heuristics_at_contention()
         "{stdout}"
     );
     assert!(
-        stdout.contains("6 policies x 36 units (12 windows of 150 jobs x loads 0.8,1,1.2"),
+        stdout.contains("7 policies x 36 units (12 windows of 150 jobs x loads 0.8,1,1.2"),
         "{stdout}"
     );
     let json: Value = serde_json::from_str(
@@ -208,6 +208,7 @@ fn the_default_comparison_shows_the_model_against_the_heuristics_at_contention()
         policies,
         [
             "rl:models/default",
+            "gittins/best-fit/gittins-preempt",
             "tiresias/best-fit/las-preempt",
             "sjf/best-fit",
             "f1/best-fit/easy",

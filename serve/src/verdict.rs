@@ -449,6 +449,7 @@ mod tests {
                 preemptible: false,
                 kind: JobKind::Training,
                 estimate: None,
+                workload: None,
             })
             .collect();
         let durations = vec![SimTime(60_000); submits_s.len()];
