@@ -246,11 +246,12 @@ impl<'p> Run<'p> {
 
     /// Collects `bc.samples` decisions following the teacher, then fits the policy to its
     /// actions (cross-entropy) and the value head to the discounted (normalised) returns.
+    /// Returns the decisions, for the improvement rounds to add to.
     pub(crate) fn behaviour_clone(
         &mut self,
         progress: &mut dyn FnMut(Progress),
         tb: &mut SummaryWriter,
-    ) -> Result<(), TrainError> {
+    ) -> Result<super::improve::Cloned, TrainError> {
         let cfg = self.cfg;
         let mut envs = self.envs(cfg.seed ^ 0xbc)?;
         let total_envs: usize = envs.iter().map(VecEnv::len).sum();
@@ -397,7 +398,15 @@ impl<'p> Run<'p> {
         )?;
         // A fresh optimizer for PPO (BC's moments would carry its larger steps over).
         self.optim = AdamConfig::new().with_epsilon(cfg.ppo.adam_eps).init();
-        Ok(())
+        Ok(super::improve::Cloned {
+            observations: samples,
+            actions,
+        })
+    }
+
+    /// The model being trained, for the improvement rounds (`improve.rs`).
+    pub(crate) fn model_mut(&mut self) -> &mut Scorer {
+        &mut self.model
     }
 
     /// PPO iterations until `ppo.total_steps`, evaluating every `eval.every` iterations (and
