@@ -369,6 +369,50 @@ impl Headroom {
     }
 }
 
+/// The card's lines on the policy-improvement rounds: how their labels were made (never from
+/// true durations) and how each round went.
+fn write_improvement(
+    s: &mut String,
+    cfg: &TrainConfig,
+    im: &lachesis_agent::manifest::ImproveRecord,
+) -> Result<()> {
+    let c = &cfg.improve;
+    writeln!(
+        s,
+        "- policy improvement: {} DAgger-style rounds after cloning, {} states each (drawn at \
+         rate {} from the model's own episodes). Labels by {}: for each state the teacher's \
+         choice, up to {} of the model's highest-scored candidates and \"wait\" were each \
+         followed by the {} over {} futures of {} s (the same futures for every action), and \
+         the one with the least job-time in the system won. Each round's labels joined the \
+         cloned decisions (weight {}) and the model was refitted to them.",
+        c.rounds,
+        c.states,
+        c.sample_rate,
+        im.label_source,
+        c.max_actions,
+        match c.rollout {
+            lachesis_agent::train::config::ImproveRollout::Teacher => "teacher",
+            lachesis_agent::train::config::ImproveRollout::Policy => "model (greedy)",
+        },
+        c.futures,
+        c.horizon_s,
+        c.label_weight
+    )?;
+    for (k, r) in im.rounds.iter().enumerate() {
+        writeln!(
+            s,
+            "  - round {}: {} labels, {:.0}% unlike the teacher's choice, median {:.2} s to \
+             label a state, validation score {:.4}",
+            k + 1,
+            r.labels,
+            100.0 * r.teacher_disagreement,
+            r.median_label_s,
+            r.validation_score
+        )?;
+    }
+    Ok(())
+}
+
 /// Writes OUT/MODEL_CARD.md: what the model is, how it was trained, and the comparison
 /// tables (the `report.md` of each `lachesis compare` run, links to its plots adjusted).
 fn write_card(
@@ -427,6 +471,9 @@ fn write_card(
             }
         ))
     )?;
+    if let Some(im) = &t.improve {
+        write_improvement(&mut s, cfg, im)?;
+    }
     let p = &cfg.ppo;
     let mode = if p.rollouts_per_input >= 2 {
         format!(

@@ -315,3 +315,65 @@ fn bad_configs_and_model_paths_are_named() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no/such/model/manifest.json"), "{stderr}");
 }
+
+#[test]
+fn improvement_rounds_label_by_lookahead_and_are_recorded() {
+    let dir = scratch("improve");
+    let config = dir.join("train.toml");
+    let improve = "[improve]\nrounds = 2\nstates = 3\nsample_rate = 0.5\nfutures = 2\n\
+                   horizon_s = 3600.0\nmax_actions = 2\n";
+    fs::write(&config, format!("{CONFIG}{improve}")).expect("writable");
+    let model = dir.join("model");
+    let out = lachesis(&[
+        "train",
+        "--config",
+        config.to_str().expect("UTF-8"),
+        "--out",
+        model.to_str().expect("UTF-8"),
+        "--set",
+        "ppo.total_steps=0",
+        "--card-windows",
+        "1",
+        "--card-loads",
+        "1.0",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(model.join("manifest.json")).expect("readable"))
+            .expect("JSON");
+    let improve = &manifest["training"]["improve"];
+    assert!(
+        improve["label_source"]
+            .as_str()
+            .is_some_and(|s| s.contains("never the true durations")),
+        "{improve}"
+    );
+    assert!(
+        improve["settings"]
+            .as_str()
+            .is_some_and(|s| s.contains("futures = 2")),
+        "{improve}"
+    );
+    let rounds = improve["rounds"].as_array().expect("rounds recorded");
+    assert_eq!(rounds.len(), 2, "{improve}");
+    for r in rounds {
+        assert!(r["labels"].as_u64().is_some_and(|n| n >= 1), "{r}");
+        assert!(
+            r["validation_score"].as_f64().is_some_and(f64::is_finite),
+            "{r}"
+        );
+    }
+    let card = fs::read_to_string(model.join("MODEL_CARD.md")).expect("readable");
+    for needle in [
+        "policy improvement: 2 DAgger-style rounds",
+        "never the true durations",
+        "  - round 2: ",
+    ] {
+        assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
+    }
+}

@@ -53,6 +53,37 @@ pub struct TrainingRecord {
     pub wall_s: f64,
     /// The iteration whose checkpoint was kept (best validation average JCT).
     pub best_iteration: u64,
+    /// Policy-improvement rounds after cloning (`[improve]`), if any.
+    pub improve: Option<ImproveRecord>,
+}
+
+/// Where the policy-improvement labels came from, and how each round went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImproveRecord {
+    /// What the labels are, in words (lookahead over predicted, never true, durations).
+    pub label_source: String,
+    /// The `[improve]` settings, as TOML.
+    pub settings: String,
+    /// One row per round run (empty when the run was resumed after its rounds).
+    pub rounds: Vec<ImproveRound>,
+}
+
+/// One improvement round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImproveRound {
+    /// States labelled.
+    pub labels: usize,
+    /// Share of the labels that are not the teacher's choice.
+    pub teacher_disagreement: f64,
+    /// Mean margin of the label over the next best action (job-time units of the reward).
+    pub mean_margin: f64,
+    /// Median wall seconds to label one state.
+    pub median_label_s: f64,
+    /// The refitted model's validation score (geometric-mean average JCT relative to the
+    /// first baseline; its average JCT without baselines).
+    pub validation_score: f64,
 }
 
 /// One training trace.

@@ -18,6 +18,7 @@ pub struct TrainConfig {
     pub env: EnvConfig,
     pub model: ModelConfig,
     pub bc: BcConfig,
+    pub improve: ImproveConfig,
     pub ppo: PpoConfig,
     pub eval: EvalConfig,
     /// Worker threads for the environments and evaluation (0 = every core).
@@ -119,6 +120,57 @@ pub struct BcConfig {
     pub dagger_epochs: usize,
 }
 
+/// Policy-improvement rounds after behaviour cloning (DAgger-style; `improve.rs`): the model
+/// acts in training episodes, decision points it reaches are labelled by lookahead over
+/// futures whose durations are drawn from what the scheduler has seen finish (never the true
+/// ones), the labels join the cloned decisions and the model is refitted to them by
+/// cross-entropy (`bc.epochs`, `bc.minibatch`, `bc.lr`). Needs `bc.teacher` (a real
+/// scheduler, not an oracle).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImproveConfig {
+    /// Rounds (0 = none).
+    pub rounds: usize,
+    /// States labelled per round.
+    pub states: usize,
+    /// Chance that a decision point the model reaches (with two legal actions or more) is
+    /// labelled; a round gives up after `4 x states / sample_rate` steps.
+    pub sample_rate: f64,
+    /// Futures sampled per state, the same for every action considered.
+    pub futures: usize,
+    /// Sim seconds each future runs past the state (> 0).
+    pub horizon_s: f64,
+    /// Candidates scored per state besides "wait": the teacher's choice, then the model's
+    /// highest-scored ones.
+    pub max_actions: usize,
+    /// Who acts in a future after the action scored.
+    pub rollout: ImproveRollout,
+    /// Mean run time (s) of the prior a job's future duration is drawn from before any job of
+    /// the episode has finished (where it has no user estimate).
+    pub prior_mean_s: f64,
+    /// Weight of a lookahead label against a cloned decision in the refit.
+    pub label_weight: f64,
+}
+
+/// The rollout policy of the improvement lookahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImproveRollout {
+    /// The episode's behaviour-cloning teacher.
+    Teacher,
+    /// The current model, greedy.
+    Policy,
+}
+
+impl ImproveRollout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImproveRollout::Teacher => "teacher",
+            ImproveRollout::Policy => "policy",
+        }
+    }
+}
+
 /// PPO (CleanRL's names and defaults where they apply).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -204,6 +256,7 @@ impl Default for TrainConfig {
             env: EnvConfig::default(),
             model: ModelConfig::default(),
             bc: BcConfig::default(),
+            improve: ImproveConfig::default(),
             ppo: PpoConfig::default(),
             eval: EvalConfig::default(),
             threads: 0,
@@ -257,6 +310,79 @@ impl Default for BcConfig {
             dagger_samples: 8_000,
             dagger_epochs: 4,
         }
+    }
+}
+
+impl Default for ImproveConfig {
+    fn default() -> Self {
+        ImproveConfig {
+            rounds: 0,
+            states: 256,
+            sample_rate: 0.05,
+            futures: 4,
+            horizon_s: 4.0 * 3600.0,
+            max_actions: 3,
+            rollout: ImproveRollout::Teacher,
+            prior_mean_s: 3600.0,
+            label_weight: 1.0,
+        }
+    }
+}
+
+impl ImproveConfig {
+    /// Checks every field (the message names it); `teacher` is `bc.teacher`.
+    fn validate(&self, teacher: &str, candidates: &[String]) -> Result<(), String> {
+        if self.rounds == 0 {
+            return Ok(());
+        }
+        if teacher.is_empty() {
+            return Err(
+                "improve.rounds: improvement rounds follow behaviour cloning; give a \
+                        bc.teacher"
+                    .into(),
+            );
+        }
+        if let Some(o) = std::iter::once(teacher)
+            .chain(
+                candidates
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|_| teacher == super::REPLAY_TEACHER),
+            )
+            .find(|t| super::is_oracle(t))
+        {
+            return Err(format!(
+                "improve.rounds: bc.teacher `{o}` reads true durations; improvement labels \
+                 come from lookahead over predicted durations only, with a real scheduler \
+                 as teacher"
+            ));
+        }
+        let positive = [
+            ("states", self.states),
+            ("futures", self.futures),
+            ("max_actions", self.max_actions),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("improve.{field} must be >= 1"));
+        }
+        if !(self.sample_rate > 0.0 && self.sample_rate <= 1.0) {
+            return Err(format!(
+                "improve.sample_rate must be in (0, 1], got {}",
+                self.sample_rate
+            ));
+        }
+        for (field, v) in [
+            ("horizon_s", self.horizon_s),
+            ("prior_mean_s", self.prior_mean_s),
+            ("label_weight", self.label_weight),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!(
+                    "improve.{field} must be a finite number > 0, got {v}"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -393,6 +519,8 @@ impl TrainConfig {
                 ));
             }
         }
+        self.improve
+            .validate(&self.bc.teacher, &self.bc.candidates)?;
         let p = &self.ppo;
         if p.total_steps > 0
             && (p.num_envs == 0
@@ -522,5 +650,25 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("inputs_per_iteration"), "{e}");
+        let e = TrainConfig::parse("[improve]\nrounds = 1\nfutures = 0\n", &[]).unwrap_err();
+        assert!(e.contains("improve.futures"), "{e}");
+        let e = TrainConfig::parse("[improve]\nrounds = 1\nhorizon_s = 0.0\n", &[]).unwrap_err();
+        assert!(e.contains("improve.horizon_s"), "{e}");
+        let e =
+            TrainConfig::parse("[improve]\nrounds = 1\nrollout = \"oracle\"\n", &[]).unwrap_err();
+        assert!(e.contains("rollout"), "{e}");
+        let oracle = "[bc]\nteacher = \"srtf-oracle/best-fit\"\n[improve]\nrounds = 1\n";
+        let e = TrainConfig::parse(oracle, &[]).unwrap_err();
+        assert!(
+            e.contains("improve.rounds") && e.contains("true durations"),
+            "{e}"
+        );
+        let e =
+            TrainConfig::parse("[bc]\nteacher = \"\"\n[improve]\nrounds = 1\n", &[]).unwrap_err();
+        assert!(e.contains("improve.rounds"), "{e}");
+        // Off by default, and a round trip keeps the section.
+        let on = TrainConfig::parse("[improve]\nrounds = 2\nrollout = \"policy\"\n", &[]).unwrap();
+        assert_eq!(TrainConfig::default().improve.rounds, 0);
+        assert_eq!(TrainConfig::parse(&on.to_toml(), &[]).unwrap(), on);
     }
 }

@@ -18,6 +18,7 @@
 
 pub mod config;
 mod eval;
+mod improve;
 mod ppo_loop;
 
 pub use config::TrainConfig;
@@ -78,7 +79,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
 /// What the run reports as it goes (for a progress bar).
 #[derive(Debug, Clone)]
 pub struct Progress {
-    /// `bc-collect`, `bc-fit`, `ppo`, `eval`.
+    /// `teacher`, `bc-collect`, `bc-fit`, `improve-label`, `improve`, `ppo`, `eval`.
     pub phase: &'static str,
     pub done: u64,
     pub total: u64,
@@ -359,8 +360,27 @@ pub fn train(
         choose_teachers(cfg, &mut prepared, threads, progress)?;
     }
     let mut run = ppo_loop::Run::start(cfg, &prepared, out, options, &device, threads)?;
+    // Improvement rounds follow cloning; a resumed run has done both (their rows are not kept).
+    let mut improved = (cfg.improve.rounds > 0).then(|| crate::manifest::ImproveRecord {
+        label_source: improve::LABEL_SOURCE.to_string(),
+        settings: toml::to_string(&cfg.improve).unwrap_or_default(),
+        rounds: Vec::new(),
+    });
     if !run.resumed() && !cfg.bc.teacher.is_empty() {
-        run.behaviour_clone(progress, &mut tb)?;
+        let cloned = run.behaviour_clone(progress, &mut tb)?;
+        if cfg.improve.rounds > 0 {
+            let setting = improve::Setting {
+                cfg,
+                prepared: &prepared,
+                device: &device,
+                threads,
+                units: &units,
+                baselines: &baselines,
+            };
+            improved = Some(improve::improve(
+                &mut run, cloned, &setting, progress, &mut tb,
+            )?);
+        }
     }
     run.train(progress, &mut tb, &units, &baselines)?;
     tb.flush()?;
@@ -385,6 +405,7 @@ pub fn train(
             env_steps: run.env_steps(),
             wall_s: started.elapsed().as_secs_f64() + run.prior_wall_s(),
             best_iteration: run.best_iteration(),
+            improve: improved,
         },
     );
     let learned = match run.best_row() {

@@ -248,12 +248,12 @@ impl<'p> Run<'p> {
     /// Collects `bc.samples` decisions following the teacher, then fits the policy to its
     /// actions (cross-entropy) and the value head to the discounted (normalised) returns;
     /// then `bc.dagger_rounds` DAgger rounds: the model drives, the teacher labels, refit on
-    /// everything so far.
+    /// everything so far. Returns the decisions, for the improvement rounds to add to.
     pub(crate) fn behaviour_clone(
         &mut self,
         progress: &mut dyn FnMut(Progress),
         tb: &mut SummaryWriter,
-    ) -> Result<(), TrainError> {
+    ) -> Result<super::improve::Cloned, TrainError> {
         let cfg = self.cfg;
         let mut data = self.collect_labels(false, cfg.bc.samples, cfg.seed ^ 0xbc, progress)?;
         tb.add_scalar(
@@ -277,7 +277,10 @@ impl<'p> Run<'p> {
         }
         // A fresh optimizer for PPO (BC's moments would carry its larger steps over).
         self.optim = AdamConfig::new().with_epsilon(cfg.ppo.adam_eps).init();
-        Ok(())
+        Ok(super::improve::Cloned {
+            observations: data.obs,
+            actions: data.actions,
+        })
     }
 
     /// `samples` decisions labelled with each trace's teacher; the teacher drives, or (with
@@ -459,6 +462,11 @@ impl<'p> Run<'p> {
         }
         *epoch0 += epochs;
         Ok(())
+    }
+
+    /// The model being trained, for the improvement rounds (`improve.rs`).
+    pub(crate) fn model_mut(&mut self) -> &mut Scorer {
+        &mut self.model
     }
 
     /// PPO iterations until `ppo.total_steps`, evaluating every `eval.every` iterations (and

@@ -61,8 +61,19 @@ pub enum Proposer {
     Fgd,
 }
 
+/// A proposer's placer, copied with what it has learned when an enumerator is (a fork's).
+trait ProposerPlacer: Placer {
+    fn boxed_clone(&self) -> Box<dyn ProposerPlacer>;
+}
+
+impl<T: Placer + Clone + 'static> ProposerPlacer for T {
+    fn boxed_clone(&self) -> Box<dyn ProposerPlacer> {
+        Box::new(self.clone())
+    }
+}
+
 impl Proposer {
-    fn build(self) -> Box<dyn Placer> {
+    fn build(self) -> Box<dyn ProposerPlacer> {
         match self {
             Proposer::BestFit => Box::new(StrategyPlacer::new("best-fit", FitStrategy::BestFit)),
             Proposer::WorstFit => Box::new(StrategyPlacer::new("worst-fit", FitStrategy::WorstFit)),
@@ -83,7 +94,16 @@ impl Proposer {
 /// The proposers of one episode (some learn online, so they are rebuilt on reset).
 struct Proposers {
     kinds: Vec<Proposer>,
-    placers: Vec<Box<dyn Placer>>,
+    placers: Vec<Box<dyn ProposerPlacer>>,
+}
+
+impl Clone for Proposers {
+    fn clone(&self) -> Self {
+        Proposers {
+            kinds: self.kinds.clone(),
+            placers: self.placers.iter().map(|p| p.boxed_clone()).collect(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Proposers {
@@ -439,7 +459,8 @@ impl Taken {
 
 /// Builds decision points: the proposers, the online task mix and the featurizer of one
 /// episode (or one policy's life). The environment and `LearnedPolicy` share it, so a model
-/// sees the same candidates and rows in training and in service.
+/// sees the same candidates and rows in training and in service. A clone (a fork's) keeps
+/// what it has learned and starts its caches afresh.
 #[derive(Debug)]
 pub struct Enumerator {
     proposers: Proposers,
@@ -466,6 +487,29 @@ pub struct Enumerator {
     /// The victim searches' ranked running jobs, kept through the points of one decision
     /// (`observe` starts them afresh).
     pools: VictimPools,
+}
+
+impl Clone for Enumerator {
+    fn clone(&self) -> Self {
+        Enumerator {
+            proposers: self.proposers.clone(),
+            las: self.las.clone(),
+            gittins: self.gittins.clone(),
+            gittins_preemption: self.gittins_preemption,
+            contention: self.contention.clone(),
+            work_conserving: self.work_conserving,
+            max_hold: self.max_hold,
+            predicted: self.predicted.clone(),
+            predicted_at: self.predicted_at,
+            mix: self.mix.clone(),
+            durations: self.durations.clone(),
+            featurizer: self.featurizer,
+            limit: self.limit,
+            tiresias: self.tiresias.clone(),
+            answers: ShapeAnswers::default(),
+            pools: VictimPools::default(),
+        }
+    }
 }
 
 /// The Tiresias settings the shortlist and features use.

@@ -13,6 +13,8 @@ use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+mod fork;
+
 /// How an episode is built. Unknown fields are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -454,6 +456,9 @@ impl<'t> SchedEnv<'t> {
         let p = sim.progress();
         if p.finished >= p.jobs {
             Some(EndReason::AllDone)
+        } else if sim.stopped() {
+            // A fork that reached its end (`fork`): cut short, nothing stalled.
+            Some(EndReason::TimeLimit)
         } else {
             terms.unfinished += p.jobs - p.finished;
             Some(EndReason::Stalled)

@@ -11,6 +11,8 @@
 //! - vector.rs: `VecEnv` over random windows of a training trace, auto-resetting.
 //! - check.rs: `check_env`, run in tests on every configuration.
 //! - rollout.rs: cheap deterministic roll-outs (`play`) for speed measurements.
+//! - lookahead.rs, predicted.rs, env/fork.rs: policy-improvement labels by simulating ahead
+//!   in forks of the episode whose unfinished jobs last as predicted, never as they truly do.
 //!
 //! ```text
 //! cargo test -p lachesis-env gym
@@ -20,6 +22,8 @@ mod candidates;
 mod check;
 mod env;
 mod features;
+mod lookahead;
+mod predicted;
 mod reward;
 pub mod rollout;
 mod vector;
@@ -35,5 +39,7 @@ pub use features::{
     Featurizer, GLOBAL_FEATURES, GLOBAL_WIDTH, GlobalStats, MAX_CANDIDATES, Observation,
     WAIT_ACTION,
 };
+pub use lookahead::{Label, LookaheadConfig, Rollout, RolloutFactory, TeacherRollout, lookahead};
+pub use predicted::{DurationModel, PredictedDurations};
 pub use reward::{Objective, RewardConfig, RewardTerms};
 pub use vector::{StepPool, VecEnv, VecStep, window_pool};

@@ -77,7 +77,7 @@ impl Ordering for Fifo {
 }
 
 /// Placement by one of the index-backed strategies (first-fit, best-fit, worst-fit).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StrategyPlacer {
     name: &'static str,
     strategy: FitStrategy,

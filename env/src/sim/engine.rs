@@ -12,6 +12,8 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod fork;
+
 /// Why a run could not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {
@@ -119,6 +121,10 @@ pub struct Simulator<'t> {
     policy_errors: u64,
     preemptions: u64,
     waste_gpu_milli_ms: f64,
+    /// A fork's end (`fork.rs`): nothing at a later time happens, and the time integrals run
+    /// exactly to it.
+    stop: Option<SimTime>,
+    stopped: bool,
 }
 
 impl std::fmt::Debug for Simulator<'_> {
@@ -220,6 +226,8 @@ impl<'t> Simulator<'t> {
             policy_errors: 0,
             preemptions: 0,
             waste_gpu_milli_ms: 0.0,
+            stop: None,
+            stopped: false,
             first_submit: first,
             r,
         })
@@ -272,9 +280,13 @@ impl<'t> Simulator<'t> {
     }
 
     /// Processes events until the policy should be asked (jobs pending after a batch): `true`.
-    /// `false` when nothing is left to happen (all jobs done, or the rest can never start).
+    /// `false` when nothing is left to happen (all jobs done, or the rest can never start), or
+    /// a fork has reached its end (`stopped`).
     pub fn advance(&mut self) -> bool {
         while let Some(t) = self.next_time() {
+            if self.stop.is_some_and(|stop| t > stop) {
+                break;
+            }
             debug_assert!(t >= self.now, "time went back");
             self.integrate_to(t);
             self.now = t;
@@ -283,6 +295,9 @@ impl<'t> Simulator<'t> {
                 return true;
             }
             self.sample_timeline();
+        }
+        if let Some(stop) = self.stop {
+            self.run_to_stop(stop);
         }
         false
     }

@@ -30,7 +30,7 @@ use crate::policy::order::{GittinsConfig, GittinsEstimator, Score};
 use crate::units::JobId;
 
 /// Gittins-index preemption; see the module docs for the rule.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct GittinsPreempt {
     estimator: GittinsEstimator,
     margin: f64,

@@ -31,7 +31,7 @@ use crate::policy::order::{TiresiasConfig, tiresias_queue};
 use crate::units::{GPU_MILLI, JobId};
 
 /// Tiresias-style LAS preemption; see the module docs for the rule.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LasPreempt {
     /// Queue boundaries, milli-GPU x ms, increasing.
     thresholds: Vec<u128>,

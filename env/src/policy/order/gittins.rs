@@ -173,6 +173,20 @@ impl Atoms {
         Some((self.cum_w[e] - self.cum_w[s]) / total)
     }
 
+    /// A draw of the run time of a job that has run `attained_ms`, from the distribution
+    /// conditioned on `D > attained_ms`, by inverse transform of `u` (uniform in [0, 1)): the
+    /// first atom above `a` whose cumulative conditional weight exceeds `u`. `None` when no
+    /// atom lies above `a`.
+    pub fn sample_above(&self, attained_ms: f64, u: f64) -> Option<f64> {
+        let s = self.values.partition_point(|v| *v <= attained_ms);
+        if s == self.values.len() {
+            return None;
+        }
+        let target = self.cum_w[s] + u.clamp(0.0, 1.0) * (self.total_weight() - self.cum_w[s]);
+        let k = self.cum_w[s + 1..].partition_point(|c| *c <= target);
+        Some(self.values[(s + k).min(self.values.len() - 1)])
+    }
+
     /// The `q`-quantile (0..=1) of the distribution, ms; `None` when empty.
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let total = self.total_weight();
@@ -466,6 +480,50 @@ mod tests {
                 ),
                 (None, None, None)
             );
+        }
+    }
+
+    #[test]
+    fn conditional_draws_follow_the_distribution_above_the_attained_service() {
+        // Atoms 1 h (w 2), 3 h (w 1), 10 h (w 1). Given D > 2 h: 3 h and 10 h, 1/2 each.
+        // Given D > 0.5 h: 1 h 1/2, 3 h 1/4, 10 h 1/4. Nothing lies above 10 h.
+        let atoms = Atoms::new(vec![
+            (HOUR_MS, 2.0),
+            (3.0 * HOUR_MS, 1.0),
+            (10.0 * HOUR_MS, 1.0),
+        ]);
+        let n = 10_000;
+        let share = |a_h: f64, v_h: f64| {
+            (0..n)
+                .filter(|i| {
+                    let u = (*i as f64 + 0.5) / n as f64;
+                    atoms.sample_above(a_h * HOUR_MS, u) == Some(v_h * HOUR_MS)
+                })
+                .count() as f64
+                / n as f64
+        };
+        assert_eq!((share(2.0, 3.0), share(2.0, 10.0)), (0.5, 0.5));
+        assert_eq!(
+            (share(0.5, 1.0), share(0.5, 3.0), share(0.5, 10.0)),
+            (0.5, 0.25, 0.25)
+        );
+        assert_eq!(atoms.sample_above(10.0 * HOUR_MS, 0.3), None);
+        assert_eq!(Atoms::default().sample_above(0.0, 0.3), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn conditional_draws_are_atoms_above_the_attained_service(
+            atoms in proptest::collection::vec((1.0f64..1e7, 0.01f64..10.0), 1..20),
+            attained in 0.0f64..1.2e7,
+            u in 0.0f64..1.0,
+        ) {
+            let values: Vec<f64> = atoms.iter().map(|a| a.0).collect();
+            let dist = Atoms::new(atoms);
+            match dist.sample_above(attained, u) {
+                Some(d) => proptest::prop_assert!(d > attained && values.contains(&d)),
+                None => proptest::prop_assert!(values.iter().all(|v| *v <= attained)),
+            }
         }
     }
 

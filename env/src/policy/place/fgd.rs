@@ -245,6 +245,19 @@ pub struct Fgd {
     memo: FgdMemo,
 }
 
+/// A copy with the same mix; its memo of answers (a cache) starts afresh.
+impl Clone for Fgd {
+    fn clone(&self) -> Self {
+        Fgd {
+            seen: self.seen.clone(),
+            seen_below: self.seen_below,
+            counts: self.counts.clone(),
+            mix: self.mix.clone(),
+            memo: FgdMemo::default(),
+        }
+    }
+}
+
 impl Fgd {
     /// Counts a job in the mix the first time it is seen.
     fn see(&mut self, job: JobId, task: &TaskRequest, tasks: u32) {

@@ -27,7 +27,7 @@ pub fn most_allocated_score(node: &NodeView<'_>, task: &TaskRequest) -> f64 {
 }
 
 /// Places each task on the node `most_allocated_score` rates highest.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct MostAllocated;
 
 impl Placer for MostAllocated {

@@ -1,0 +1,156 @@
+//! Forking a run onto other durations: the simulator's half of policy-improvement lookahead
+//! (`gym::lookahead`). A fork is the run as a scheduler sees it (the cluster, every job's
+//! state and attained service, the clock, the pending ticks), continued in a world where each
+//! unfinished job lasts as long as the fork's own trace says. Nothing of the original run's
+//! true durations is carried over: no job's remaining work, and no pending completion event.
+
+use super::{Event, Hidden, SimError, Simulator};
+use crate::job::Trace;
+use crate::policy::JobState;
+use crate::units::{JobId, SimTime};
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+impl Simulator<'_> {
+    /// The run so far, continued on `trace`: a copy of this run's trace (the same jobs, in
+    /// the same order) whose durations the fork takes for true. An unfinished job's duration
+    /// there is its total run time as a scheduler measures it (wall ms, as `attained_ms`
+    /// counts, at least 1 ms more than the service it has attained so far); the fork gives
+    /// it that minus its attained service as work left, at speed 1 (a running job at the rate
+    /// of its current placement, its completion rescheduled under a new epoch). Completion
+    /// events of the original run are dropped, ticks kept. With `horizon`, nothing after
+    /// `now + horizon` happens and the time integrals run exactly to it (`stopped`).
+    ///
+    /// The jobs that have finished are shown to the next decision as just finished, so a
+    /// policy built afresh for the fork learns at once what the run's policy learned from
+    /// them one by one.
+    pub fn fork<'f>(
+        &self,
+        trace: &'f Trace,
+        horizon: Option<SimTime>,
+    ) -> Result<Simulator<'f>, SimError> {
+        if trace.len() != self.trace.len() {
+            return Err(SimError::Config(format!(
+                "a fork's trace must hold the run's {} jobs, not {}",
+                self.trace.len(),
+                trace.len()
+            )));
+        }
+        let now = self.now;
+        let mut hidden: Vec<Hidden> = Vec::with_capacity(self.hidden.len());
+        for ((job, rt), h) in trace.jobs().iter().zip(&self.runtime).zip(&self.hidden) {
+            let total_ms = trace.true_duration(job.id).ms();
+            let mut h = Hidden {
+                remaining_ms: 0.0,
+                ..h.clone()
+            };
+            match rt.state {
+                JobState::NotArrived | JobState::Pending => {
+                    h.remaining_ms = total_ms.saturating_sub(rt.attained_ms).max(1) as f64;
+                }
+                JobState::Running => {
+                    let run_start = rt.run_start.expect("running job has a run start");
+                    let elapsed = now.saturating_sub(run_start).ms();
+                    let attained = rt.attained_ms + elapsed;
+                    let left_ms = total_ms.saturating_sub(attained).max(1);
+                    let productive = elapsed.saturating_sub(h.overhead_ms);
+                    // The work of the current run, as `start` counts it: done so far + left.
+                    h.remaining_ms = (productive + left_ms) as f64 * h.rate;
+                    h.epoch += 1;
+                }
+                JobState::Finished | JobState::Rejected => {}
+            }
+            hidden.push(h);
+        }
+        let mut heap = BinaryHeap::with_capacity(self.heap.len());
+        for &Reverse((at, seq, event)) in self.heap.iter() {
+            match event {
+                Event::Tick => heap.push(Reverse((at, seq, event))),
+                Event::Completion { job, .. }
+                    if self.runtime[job.index()].state == JobState::Running =>
+                {
+                    // The running job's one live event (a stale one is superseded: its epoch
+                    // is behind); the order of same-time events is kept by its sequence.
+                    if event
+                        == (Event::Completion {
+                            job,
+                            epoch: self.hidden[job.index()].epoch,
+                        })
+                    {
+                        let h = &hidden[job.index()];
+                        let rt = &self.runtime[job.index()];
+                        let start = rt.run_start.expect("running job has a run start");
+                        let run_ms = h.overhead_ms as f64 + (h.remaining_ms / h.rate).ceil();
+                        let end = start.saturating_add(SimTime(run_ms as u64)).max(now);
+                        heap.push(Reverse((
+                            end,
+                            seq,
+                            Event::Completion {
+                                job,
+                                epoch: h.epoch,
+                            },
+                        )));
+                    }
+                }
+                Event::Completion { .. } => {}
+            }
+        }
+        let mut finished: Vec<(SimTime, JobId)> = hidden
+            .iter()
+            .zip(trace.jobs())
+            .filter_map(|(h, j)| Some((h.finish?, j.id)))
+            .collect();
+        finished.sort_unstable();
+        Ok(Simulator {
+            trace,
+            cfg: self.cfg.clone(),
+            r: self.r.clone(),
+            cluster: RefCell::new(self.cluster.borrow().clone()),
+            runtime: self.runtime.clone(),
+            hidden,
+            pending: self.pending.clone(),
+            recently_finished: finished.into_iter().map(|(_, id)| id).collect(),
+            heap,
+            seq: self.seq,
+            next_arrival: self.next_arrival,
+            now,
+            started: self.started,
+            measure_start: self.measure_start,
+            first_submit: self.first_submit,
+            frag: self.frag.clone(),
+            acc: self.acc.clone(),
+            timeline: Vec::new(),
+            last_row: self.last_row,
+            max_gpus_per_node: self.max_gpus_per_node,
+            max_nodes_per_rack: self.max_nodes_per_rack,
+            skipped: self.skipped,
+            running: self.running,
+            finished: self.finished,
+            events: self.events,
+            decisions: self.decisions,
+            rejected: self.rejected,
+            policy_errors: self.policy_errors,
+            preemptions: self.preemptions,
+            waste_gpu_milli_ms: self.waste_gpu_milli_ms,
+            stop: horizon.map(|h| now.saturating_add(h)),
+            stopped: false,
+        })
+    }
+
+    /// Whether a fork's run has reached its end (`fork`'s `horizon`): nothing more happens,
+    /// and the time integrals cover the whole stretch to it.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Ends a fork's run at `stop`: the time up to it is integrated (jobs left pending stay in
+    /// the system until then), whether events ran out earlier or went on past it.
+    pub(super) fn run_to_stop(&mut self, stop: SimTime) {
+        if self.now < stop {
+            self.integrate_to(stop);
+            self.now = stop;
+        }
+        self.stopped = true;
+    }
+}
