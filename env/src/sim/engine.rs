@@ -36,10 +36,7 @@ pub enum SimError {
     Throughputs { spec: String, message: String },
     /// A typed job has no rate where it may run: its workload, its GPU count or a GPU model of
     /// the cluster that its `gpu_types` allow is missing from the table.
-    #[error(
-        "job {job}: {source}; give the job gpu_types that exclude such GPU models, or use a \
-         table that covers them"
-    )]
+    #[error("job {job}: {source}{}", rate_hint(.source))]
     Rate { job: String, source: RateError },
     #[error(
         "job {job} ({workload}, {gpus} GPUs) runs at rate 0 on every GPU model of the cluster \
@@ -51,6 +48,16 @@ pub enum SimError {
         workload: String,
         gpus: u32,
     },
+}
+
+/// What to do about a missing rate, where there is a choice.
+fn rate_hint(source: &RateError) -> &'static str {
+    match source {
+        RateError::GpuModelAbsent { .. } => {
+            "; give the job gpu_types that exclude that GPU model, or use a table that covers it"
+        }
+        _ => "",
+    }
 }
 
 /// Where a run is, for progress bars.
