@@ -86,9 +86,10 @@ enum Event {
 /// Per-job bookkeeping the policy never sees.
 #[derive(Debug, Clone, Default)]
 struct Hidden {
-    /// Work left at speed 1, ms.
+    /// Work left, in ms at speed 1: on the catalog's speed-1.0 GPU for an untyped job, on its
+    /// trace shape on the table's reference GPU for a typed one.
     remaining_ms: f64,
-    /// Progress per wall ms in the current run.
+    /// Work done per wall ms in the current run.
     rate: f64,
     /// Restart overhead of the current run, ms.
     overhead_ms: u64,
@@ -469,22 +470,24 @@ impl<'t> Simulator<'t> {
             return false;
         }
         let job = self.trace.job(id);
-        let typed = self.rates.as_ref().and_then(|r| r.workload(id));
-        if let Some(w) = typed {
-            // A typed job is not started where the table gives it no rate (0, or no entry for
-            // the shape): that placement is infeasible for it.
+        // A typed job's table speed where the tasks would go; it is not started where that is
+        // 0 (a 0 rate, or no entry for the shape): that placement is infeasible for it.
+        let mut table_speed = None;
+        if let Some(rates) = &self.rates
+            && let Some(w) = rates.workload(id)
+        {
             let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
             nodes.sort_unstable();
             nodes.dedup();
-            let spec = self.cluster.get_mut().spec_arc().clone();
-            let known = nodes.iter().all(|n| n.index() < spec.nodes.len());
-            let rates = self
-                .rates
-                .as_ref()
-                .expect("typed jobs exist only with a table");
-            if known && rates.speed(job, w, &spec, &nodes) <= 0.0 {
+            let spec = self.cluster.get_mut().spec();
+            if nodes.iter().any(|n| n.index() >= spec.nodes.len()) {
                 return false;
             }
+            let speed = rates.speed(job, w, spec, &nodes);
+            if speed <= 0.0 {
+                return false;
+            }
+            table_speed = Some(speed);
         }
         if self.cluster.get_mut().allocate(job, tasks).is_err() {
             return false;
@@ -492,16 +495,9 @@ impl<'t> Simulator<'t> {
         let cluster = self.cluster.borrow();
         let alloc = cluster.allocation(id).expect("just allocated");
         let nodes = alloc.nodes();
-        let rate = match typed {
+        let rate = match table_speed {
             None => self.speed(job, &cluster, &nodes) / self.locality_factor(job, &cluster, &nodes),
-            Some(w) => {
-                let rates = self
-                    .rates
-                    .as_ref()
-                    .expect("typed jobs exist only with a table");
-                rates.speed(job, w, cluster.spec(), &nodes)
-                    / self.spans(job, &cluster, &nodes).rack_factor(&self.cfg)
-            }
+            Some(speed) => speed / self.spans(job, &cluster, &nodes).rack_factor(&self.cfg),
         };
         drop(cluster);
         let restarted = self.runtime[id.index()].preemptions > 0;
