@@ -73,6 +73,8 @@ pub struct Args {
     /// Bootstrap resamples per interval.
     #[arg(long, default_value_t = 2000)]
     pub resamples: usize,
+    #[command(flatten)]
+    pub hetero: crate::simulate::HeteroArgs,
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -83,7 +85,11 @@ pub fn run(args: &Args) -> Result<()> {
             .with_context(|| format!("--duration-spread {spread}"))?;
     }
     trace.name = args.trace.display().to_string();
-    let cluster = Arc::new(resolve_cluster(&args.cluster, &trace)?);
+    trace = args.hetero.assign(trace)?;
+    let cluster = Arc::new(
+        args.hetero
+            .name_cluster(resolve_cluster(&args.cluster, &trace)?),
+    );
     if let (Some(split), Some(part)) = (&args.split, &args.part) {
         ensure!(
             split.len() == 2,
@@ -133,6 +139,7 @@ pub fn run(args: &Args) -> Result<()> {
         policy_config: harness::read_policy_config(args.policy_config.as_deref())?,
         threads: args.threads,
         resamples: args.resamples,
+        throughputs: args.hetero.throughputs.clone(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let mut comparison = harness::compare(&trace, cluster, &spec, &harness::build)?;

@@ -161,6 +161,7 @@ fn run_compare(
         out: args.out.join("compare"),
         threads: None,
         resamples: 2000,
+        hetero: Default::default(),
     })
 }
 

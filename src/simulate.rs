@@ -3,8 +3,11 @@
 use crate::progress::RunProgress;
 use anyhow::{Context, Result, bail};
 use lachesis_agent::harness::{self, load_trace, resolve_cluster};
+use lachesis_env::cluster::ClusterSpec;
+use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_load};
+use lachesis_env::throughput::{WorkloadRule, assign_workloads};
 use lachesis_env::units::parse_duration;
 use std::fs;
 use std::io::BufWriter;
@@ -54,6 +57,8 @@ pub struct Args {
     /// Skip (and count) jobs that can never fit the cluster instead of failing.
     #[arg(long)]
     pub skip_unplaceable: bool,
+    #[command(flatten)]
+    pub hetero: HeteroArgs,
     /// Write summary.json, jobs.csv and timeline.csv here.
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
@@ -63,6 +68,55 @@ pub struct Args {
     /// No progress bar.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// Workload types and throughput tables (`docs/heterogeneity.md`), for `simulate` and
+/// `compare`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct HeteroArgs {
+    /// Throughput table for jobs with a workload type: gavel, sia, or a table file. Typed jobs
+    /// then run at the table's rate where they are placed; untyped jobs are unaffected.
+    #[arg(long, value_name = "gavel|sia|FILE")]
+    pub throughputs: Option<String>,
+    /// Give the trace's untyped GPU jobs workload types by Gavel's or Sia's rule, drawn with
+    /// SEED (default 0). Needs --throughputs to change the run.
+    #[arg(long, value_name = "gavel|sia[:SEED]")]
+    pub assign_workloads: Option<String>,
+}
+
+impl HeteroArgs {
+    /// `trace` with workload types assigned (`--assign-workloads`), the rule and seed added
+    /// to its name so that every report names them.
+    pub fn assign(&self, mut trace: Trace) -> Result<Trace> {
+        let Some(text) = &self.assign_workloads else {
+            return Ok(trace);
+        };
+        let (rule, seed) = match text.split_once(':') {
+            Some((rule, seed)) => (
+                rule,
+                seed.trim()
+                    .parse::<u64>()
+                    .with_context(|| format!("--assign-workloads {text}: bad seed"))?,
+            ),
+            None => (text.as_str(), 0),
+        };
+        let Some(rule) = WorkloadRule::parse(rule) else {
+            bail!("--assign-workloads {text}: expected gavel or sia, optionally :SEED");
+        };
+        let (mut typed, how) = assign_workloads(&trace, rule, seed);
+        typed.name = format!("{} (workloads {})", trace.name, how.label());
+        trace = typed;
+        Ok(trace)
+    }
+
+    /// `cluster` with the table (`--throughputs`) added to its name, so that every report
+    /// names it.
+    pub fn name_cluster(&self, mut cluster: ClusterSpec) -> ClusterSpec {
+        if let Some(table) = &self.throughputs {
+            cluster.name = format!("{} (throughputs {table})", cluster.name);
+        }
+        cluster
+    }
 }
 
 fn sim_config(args: &Args) -> Result<SimConfig> {
@@ -95,6 +149,9 @@ fn sim_config(args: &Args) -> Result<SimConfig> {
         cfg.tick_s = harness::wants_tick_s(&args.policy);
     }
     cfg.skip_unplaceable |= args.skip_unplaceable;
+    if let Some(table) = &args.hetero.throughputs {
+        cfg.throughputs = Some(table.clone());
+    }
     Ok(cfg)
 }
 
@@ -112,7 +169,11 @@ pub fn run(args: &Args) -> Result<()> {
             );
         }
     }
-    let spec = Arc::new(resolve_cluster(&args.cluster, &trace)?);
+    trace = args.hetero.assign(trace)?;
+    let spec = Arc::new(
+        args.hetero
+            .name_cluster(resolve_cluster(&args.cluster, &trace)?),
+    );
     if let Some(load) = args.load {
         trace = scale_to_load(&trace, &spec, load).context("--load")?;
     }

@@ -173,6 +173,7 @@ pub fn run(args: &Args) -> Result<()> {
             out: out.clone(),
             threads: None,
             resamples: 2000,
+            hetero: Default::default(),
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;

@@ -724,3 +724,50 @@ fn slurm_bridge_refuses_a_bad_config_naming_the_file_and_field() {
     assert_mentions(&stderr, &["bridge.toml", "on_service_down.hold_timeout_s"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn throughputs_and_workload_rules_are_named_and_a_missing_gpu_is_refused() {
+    // Typed by Gavel's rule (seed 7) and run at Gavel's rates: the summary names both.
+    let typed = simulate(
+        "traces/openb/openb_pod_excerpt.csv",
+        "4x8:V100+4x8:K80",
+        &["--throughputs", "gavel", "--assign-workloads", "gavel:7"],
+    );
+    assert_eq!(
+        typed["trace"],
+        "traces/openb/openb_pod_excerpt.csv (workloads gavel (seed 7))"
+    );
+    assert_eq!(typed["cluster"], "4x8:V100+4x8:K80 (throughputs gavel)");
+    assert_eq!(count(&typed, "finished"), count(&typed, "jobs"));
+    // Untyped, the table changes nothing but the cluster's name.
+    let plain = simulate("traces/openb/openb_pod_excerpt.csv", "4x8:V100", &[]);
+    let with_table = simulate(
+        "traces/openb/openb_pod_excerpt.csv",
+        "4x8:V100",
+        &["--throughputs", "gavel"],
+    );
+    assert_eq!(num(&plain, "avg_jct_s"), num(&with_table, "avg_jct_s"));
+    // Gavel measured no A100: typed jobs that may run there are refused, naming it.
+    let err = fails(&[
+        "simulate",
+        "--trace",
+        "traces/openb/openb_pod_excerpt.csv",
+        "--cluster",
+        "4x8:A100",
+        "--throughputs",
+        "gavel",
+        "--assign-workloads",
+        "gavel",
+    ]);
+    assert_mentions(&err, &["throughput table gavel", "A100", "gpu_types"]);
+    let err = fails(&[
+        "simulate",
+        "--trace",
+        "traces/openb/openb_pod_excerpt.csv",
+        "--cluster",
+        "4x8:V100",
+        "--assign-workloads",
+        "nope",
+    ]);
+    assert_mentions(&err, &["--assign-workloads nope", "gavel or sia"]);
+}

@@ -362,6 +362,7 @@ pub fn judge(
         threads: spec.threads,
         // The harness's own intervals are not used: one draw is enough.
         resamples: 1,
+        throughputs: None,
         command: String::new(),
     };
     let jct = &METRICS[0];

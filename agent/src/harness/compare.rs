@@ -45,6 +45,8 @@ pub struct CompareSpec {
     pub threads: Option<usize>,
     /// Bootstrap resamples per interval.
     pub resamples: usize,
+    /// Throughput table for typed jobs (`SimConfig::throughputs`).
+    pub throughputs: Option<String>,
     /// The command line that asked for it (for the report's header).
     pub command: String,
 }
@@ -63,6 +65,7 @@ impl Default for CompareSpec {
             policy_config: PolicyConfig::default(),
             threads: None,
             resamples: 2000,
+            throughputs: None,
             command: String::new(),
         }
     }
@@ -273,6 +276,7 @@ pub fn compare(
     let mut cfg = SimConfig {
         skip_unplaceable: true,
         timeline_interval_s: 600.0,
+        throughputs: spec.throughputs.clone(),
         ..SimConfig::default()
     };
     cfg.tick_s = match spec.tick_s {

@@ -34,6 +34,12 @@ pub struct SimConfig {
     /// point); `record_timeline = false` keeps none.
     pub timeline_interval_s: f64,
     pub record_timeline: bool,
+    /// Throughput table for jobs with a workload type (`JobSpec::workload`): a preset
+    /// (`gavel`, `sia`) or a table file (`docs/heterogeneity.md`). A typed job then progresses
+    /// at the table's speed for where it runs; untyped jobs are unaffected. `None`: workload
+    /// types are ignored and every job runs at its GPU model's catalog speed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughputs: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -50,6 +56,7 @@ impl Default for SimConfig {
             skip_unplaceable: false,
             timeline_interval_s: 60.0,
             record_timeline: true,
+            throughputs: None,
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The event loop. See the module docs of `sim` for the semantics.
 
 use super::config::{Resolved, SimConfig};
+use super::rates::Rates;
 use crate::cluster::{Allocation, ClusterSpec, ClusterState, FitStrategy, Infeasible};
 use crate::job::{JobSpec, Trace};
 use crate::metrics::{self, FragTracker, JobRecord, Summary, TaskMix, TimelineRow};
 use crate::policy::{Decision, DecisionContext, JobRuntime, JobState, Policy};
+use crate::throughput::{RateError, load_table};
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -30,6 +32,32 @@ pub enum SimError {
     },
     #[error("the trace has no jobs to replay")]
     EmptyTrace,
+    #[error("throughput table {spec}: {message}")]
+    Throughputs { spec: String, message: String },
+    /// A typed job has no rate where it may run: its workload, its GPU count or a GPU model of
+    /// the cluster that its `gpu_types` allow is missing from the table.
+    #[error("job {job}: {source}{}", rate_hint(.source))]
+    Rate { job: String, source: RateError },
+    #[error(
+        "job {job} ({workload}, {gpus} GPUs) runs at rate 0 on every GPU model of the cluster \
+         it may use, under throughput table {table}"
+    )]
+    NowhereToRun {
+        job: String,
+        table: String,
+        workload: String,
+        gpus: u32,
+    },
+}
+
+/// What to do about a missing rate, where there is a choice.
+fn rate_hint(source: &RateError) -> &'static str {
+    match source {
+        RateError::GpuModelAbsent { .. } => {
+            "; give the job gpu_types that exclude that GPU model, or use a table that covers it"
+        }
+        _ => "",
+    }
 }
 
 /// Where a run is, for progress bars.
@@ -58,9 +86,10 @@ enum Event {
 /// Per-job bookkeeping the policy never sees.
 #[derive(Debug, Clone, Default)]
 struct Hidden {
-    /// Work left at speed 1, ms.
+    /// Work left, in ms at speed 1: on the catalog's speed-1.0 GPU for an untyped job, on its
+    /// trace shape on the table's reference GPU for a typed one.
     remaining_ms: f64,
-    /// Progress per wall ms in the current run.
+    /// Work done per wall ms in the current run.
     rate: f64,
     /// Restart overhead of the current run, ms.
     overhead_ms: u64,
@@ -112,6 +141,9 @@ pub struct Simulator<'t> {
     last_row: Option<SimTime>,
     max_gpus_per_node: u64,
     max_nodes_per_rack: u64,
+    /// The throughput table resolved for this trace and cluster (`SimConfig::throughputs`);
+    /// `None`: every job runs at catalog speed.
+    rates: Option<Arc<Rates>>,
     skipped: u64,
     running: u64,
     finished: u64,
@@ -164,6 +196,17 @@ impl<'t> Simulator<'t> {
         for (id, _) in &unplaceable {
             runtime[id.index()].state = JobState::Rejected;
         }
+        let rates = match &cfg.throughputs {
+            None => None,
+            Some(table) => {
+                let loaded = load_table(table).map_err(|e| SimError::Throughputs {
+                    spec: table.clone(),
+                    message: e.to_string(),
+                })?;
+                let skip = unplaceable.iter().map(|(id, _)| *id).collect();
+                Some(Arc::new(Rates::new(loaded, trace, &spec, &skip)?))
+            }
+        };
         // Time starts with the first job replayed (skipped jobs do not stretch the run).
         let first = trace
             .jobs()
@@ -217,6 +260,7 @@ impl<'t> Simulator<'t> {
             last_row: None,
             max_gpus_per_node,
             max_nodes_per_rack,
+            rates,
             skipped: unplaceable.len() as u64,
             running: 0,
             finished: 0,
@@ -426,13 +470,35 @@ impl<'t> Simulator<'t> {
             return false;
         }
         let job = self.trace.job(id);
+        // A typed job's table speed where the tasks would go; it is not started where that is
+        // 0 (a 0 rate, or no entry for the shape): that placement is infeasible for it.
+        let mut table_speed = None;
+        if let Some(rates) = &self.rates
+            && let Some(w) = rates.workload(id)
+        {
+            let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            let spec = self.cluster.get_mut().spec();
+            if nodes.iter().any(|n| n.index() >= spec.nodes.len()) {
+                return false;
+            }
+            let speed = rates.speed(job, w, spec, &nodes);
+            if speed <= 0.0 {
+                return false;
+            }
+            table_speed = Some(speed);
+        }
         if self.cluster.get_mut().allocate(job, tasks).is_err() {
             return false;
         }
         let cluster = self.cluster.borrow();
         let alloc = cluster.allocation(id).expect("just allocated");
         let nodes = alloc.nodes();
-        let rate = self.speed(job, &cluster, &nodes) / self.locality_factor(job, &cluster, &nodes);
+        let rate = match table_speed {
+            None => self.speed(job, &cluster, &nodes) / self.locality_factor(job, &cluster, &nodes),
+            Some(speed) => speed / self.spans(job, &cluster, &nodes).rack_factor(&self.cfg),
+        };
         drop(cluster);
         let restarted = self.runtime[id.index()].preemptions > 0;
         let h = &mut self.hidden[id.index()];
@@ -515,24 +581,33 @@ impl<'t> Simulator<'t> {
             .unwrap_or(1.0)
     }
 
-    /// Run-time factor for a gang spread over more nodes (and racks) than it needs: it needs
-    /// ceil(GPUs / largest node's GPUs) nodes and ceil(those / largest rack's nodes) racks.
+    /// Run-time factor of an untyped gang spread over more nodes (and racks) than it needs.
     fn locality_factor(&self, job: &JobSpec, cluster: &ClusterState, nodes: &[NodeId]) -> f64 {
-        if nodes.len() <= 1 {
-            return 1.0;
-        }
-        let min_nodes = job.gpus_total().div_ceil(self.max_gpus_per_node).max(1);
+        let spans = self.spans(job, cluster, nodes);
         let mut factor = 1.0;
-        if nodes.len() as u64 > min_nodes {
+        if spans.extra_nodes {
             factor *= self.cfg.cross_node_penalty;
         }
-        let mut racks: Vec<u32> = nodes.iter().map(|n| cluster.spec().node(*n).rack).collect();
-        racks.sort_unstable();
-        racks.dedup();
-        if racks.len() as u64 > min_nodes.div_ceil(self.max_nodes_per_rack) {
+        if spans.extra_racks {
             factor *= self.cfg.cross_rack_penalty;
         }
         factor
+    }
+
+    /// Whether a gang on `nodes` spans more nodes, and more racks, than it needs: it needs
+    /// ceil(GPUs / largest node's GPUs) nodes and ceil(those / largest rack's nodes) racks.
+    fn spans(&self, job: &JobSpec, cluster: &ClusterState, nodes: &[NodeId]) -> Spans {
+        if nodes.len() <= 1 {
+            return Spans::default();
+        }
+        let min_nodes = job.gpus_total().div_ceil(self.max_gpus_per_node).max(1);
+        let mut racks: Vec<u32> = nodes.iter().map(|n| cluster.spec().node(*n).rack).collect();
+        racks.sort_unstable();
+        racks.dedup();
+        Spans {
+            extra_nodes: nodes.len() as u64 > min_nodes,
+            extra_racks: racks.len() as u64 > min_nodes.div_ceil(self.max_nodes_per_rack),
+        }
     }
 
     fn update_frag(&mut self, alloc: &Allocation) {
@@ -678,9 +753,10 @@ impl<'t> Simulator<'t> {
 
     /// The lower bound of the average JCT over the jobs `avg_jct_s` averages (measured,
     /// finished): each job's true duration at the fastest GPU speed any node offers (speed
-    /// 1 for CPU-only jobs or with speeds off), rounded as a run is. A run's progress per ms
-    /// never exceeds that speed (locality penalties are >= 1, restarts add overhead and
-    /// preemption only loses work), so no job finishes sooner after its submit.
+    /// 1 for CPU-only jobs or with speeds off; a typed job's best table speed on the cluster),
+    /// rounded as a run is. A run's progress per ms never exceeds that speed (locality
+    /// penalties are >= 1, restarts add overhead and preemption only loses work), so no job
+    /// finishes sooner after its submit.
     fn min_avg_jct_s(&self, spec: &ClusterSpec) -> f64 {
         let fastest = spec
             .models
@@ -702,7 +778,13 @@ impl<'t> Simulator<'t> {
             })
             .map(|((j, _), _)| {
                 let ms = self.trace.true_duration(j.id).ms() as f64;
-                let speed = if self.cfg.gpu_speed && j.task.gpus > 0 {
+                let typed = self
+                    .rates
+                    .as_ref()
+                    .and_then(|r| Some((r, r.workload(j.id)?)));
+                let speed = if let Some((rates, w)) = typed {
+                    rates.best_speed(j, w, spec)
+                } else if self.cfg.gpu_speed && j.task.gpus > 0 {
                     fastest
                 } else {
                     1.0
@@ -721,6 +803,26 @@ impl<'t> Simulator<'t> {
     /// The cluster now, for tests and tools.
     pub fn cluster(&self) -> std::cell::Ref<'_, ClusterState> {
         self.cluster.borrow()
+    }
+}
+
+/// Where a gang lies beyond what it needs (`Simulator::spans`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Spans {
+    extra_nodes: bool,
+    extra_racks: bool,
+}
+
+impl Spans {
+    /// A typed job's run-time factor: the rack penalty only. Its table rate already is the
+    /// measured rate of its placement, consolidated or spread over nodes, so the node penalty
+    /// would count the spread twice; tables do not measure racks.
+    fn rack_factor(self, cfg: &SimConfig) -> f64 {
+        if self.extra_racks {
+            cfg.cross_rack_penalty
+        } else {
+            1.0
+        }
     }
 }
 

@@ -10,6 +10,10 @@
 //! - A job runs for its trace duration divided by the speed of the slowest GPU model it got,
 //!   times `cross_node_penalty` when its gang spans more nodes than it needs, and
 //!   `cross_rack_penalty` when it also spans more racks than it needs.
+//! - With a throughput table (`SimConfig::throughputs`), a job with a workload type instead
+//!   progresses at the table's speed for its GPU model, GPU count and consolidated or spread
+//!   placement (`rates.rs`; no node penalty on top, the rack penalty still applies), and is
+//!   not started where that speed is 0. Untyped jobs are unaffected.
 //! - A preempted job returns to the queue with the progress of its last checkpoint; each
 //!   restart costs `restart_overhead_s` before progress resumes.
 //! - The run ends when nothing is running and nothing is left to arrive; a job the policy
@@ -19,11 +23,14 @@
 
 mod config;
 mod engine;
+mod rates;
 mod workload;
 
 pub use config::SimConfig;
 pub use engine::{Progress, SimError, SimResult, Simulator};
 pub use workload::{SizingRule, WorkloadError, parse_window, respread_durations, scale_to_load};
 
+#[cfg(test)]
+mod rate_tests;
 #[cfg(test)]
 mod tests;

@@ -124,6 +124,7 @@ impl Simulator<'_> {
             last_row: self.last_row,
             max_gpus_per_node: self.max_gpus_per_node,
             max_nodes_per_rack: self.max_nodes_per_rack,
+            rates: self.rates.clone(),
             skipped: self.skipped,
             running: self.running,
             finished: self.finished,

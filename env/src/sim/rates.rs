@@ -1,0 +1,161 @@
+//! Typed jobs' progress rates: which throughput-table speed a job with a workload type gets
+//! where it runs. Owns the table lookups the simulator makes (ids resolved once, at
+//! `Simulator::new`) and the checks that every typed job has a rate wherever it may run.
+//! Knows nothing of events or time.
+//!
+//! A typed job's rate is a function of its placement only (the GPU models of its nodes, its
+//! GPU count, consolidated or spread); co-runners sharing a GPU and resized jobs will add
+//! arguments here, not a second rate path.
+
+use super::engine::SimError;
+use crate::cluster::ClusterSpec;
+use crate::job::{JobSpec, Trace};
+use crate::throughput::{Consolidation, RateError, TableGpu, ThroughputTable, WorkloadId};
+use crate::units::{GpuModelId, JobId, NodeId};
+use std::collections::BTreeSet;
+
+/// A throughput table resolved against one trace and cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct Rates {
+    table: ThroughputTable,
+    /// Per cluster GPU model (by `GpuModelId`): its table entry, or why the table lacks it.
+    /// A typed job is never placed on a lacking model: `Rates::new` refuses the run first.
+    gpus: Vec<Result<TableGpu, RateError>>,
+    /// Per cluster GPU model: the most GPUs one node of that model has.
+    gpus_per_node: Vec<u64>,
+    /// Per job (by `JobId`): its workload id; `None` for untyped and CPU-only jobs.
+    workloads: Vec<Option<WorkloadId>>,
+}
+
+impl Rates {
+    /// Resolves `table` for `trace` on `spec`, refusing the run when a typed job's workload is
+    /// not in the table, when the table has no rate for the job's GPU count on the reference
+    /// GPU or on a cluster GPU model the job may use (its `gpu_types`), or when the job can run
+    /// (rate > 0) on none of them. Jobs in `skip` (unplaceable, skipped) are not checked.
+    pub(crate) fn new(
+        table: ThroughputTable,
+        trace: &Trace,
+        spec: &ClusterSpec,
+        skip: &BTreeSet<JobId>,
+    ) -> Result<Rates, SimError> {
+        let gpus: Vec<Result<TableGpu, RateError>> =
+            spec.models.iter().map(|m| table.gpu(&m.name)).collect();
+        let mut gpus_per_node = vec![0u64; spec.models.len()];
+        for n in &spec.nodes {
+            if let Some(m) = n.gpu_model {
+                gpus_per_node[m.index()] = gpus_per_node[m.index()].max(n.gpus as u64);
+            }
+        }
+        let present: Vec<GpuModelId> = (0..spec.models.len())
+            .map(|i| GpuModelId(i as u32))
+            .filter(|m| gpus_per_node[m.index()] > 0)
+            .collect();
+        let mut workloads = Vec::with_capacity(trace.len());
+        // Jobs of one (workload, GPU count, allowed models) are checked once.
+        let mut checked = BTreeSet::new();
+        for j in trace.jobs() {
+            let Some(name) = j.workload.as_ref().filter(|_| j.task.gpus > 0) else {
+                workloads.push(None);
+                continue;
+            };
+            let fault = |source: RateError| SimError::Rate {
+                job: j.name.clone(),
+                source,
+            };
+            let w = table.workload(name.as_str()).map_err(fault)?;
+            workloads.push(Some(w));
+            let mask = spec.model_mask(&j.gpu_types);
+            if skip.contains(&j.id) || !checked.insert((w, j.gpus_total(), mask)) {
+                continue;
+            }
+            let n = job_gpus(j);
+            table.reference_rate(w, n).map_err(fault)?;
+            let mut runnable = false;
+            for m in present.iter().filter(|m| mask & (1u64 << m.0) != 0) {
+                let gpu = gpus[m.index()].clone().map_err(fault)?;
+                let rate = table
+                    .rate(w, gpu, n, Consolidation::Consolidated)
+                    .map_err(fault)?;
+                runnable |= rate > 0.0;
+            }
+            if !runnable {
+                return Err(SimError::NowhereToRun {
+                    job: j.name.clone(),
+                    table: table.name().to_string(),
+                    workload: name.to_string(),
+                    gpus: n,
+                });
+            }
+        }
+        Ok(Rates {
+            table,
+            gpus,
+            gpus_per_node,
+            workloads,
+        })
+    }
+
+    /// The workload id of job `id`, or `None` when it runs at catalog speed (untyped).
+    pub(crate) fn workload(&self, id: JobId) -> Option<WorkloadId> {
+        self.workloads[id.index()]
+    }
+
+    /// Reference-ms of work per ms for typed `job` (workload `w`) on `nodes`: the table's speed
+    /// for its GPU count on the slowest GPU model among the nodes, consolidated when the gang
+    /// spans no more nodes than that model's largest node needs, else spread. 0 when it cannot
+    /// run there (a 0 rate, or no entry for the shape, e.g. a spread entry the table lacks).
+    pub(crate) fn speed(
+        &self,
+        job: &JobSpec,
+        w: WorkloadId,
+        spec: &ClusterSpec,
+        nodes: &[NodeId],
+    ) -> f64 {
+        let n = job_gpus(job);
+        let models: BTreeSet<GpuModelId> = nodes
+            .iter()
+            .filter_map(|id| spec.node(*id).gpu_model)
+            .collect();
+        let per_node = models
+            .iter()
+            .map(|m| self.gpus_per_node[m.index()])
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let placement = if nodes.len() as u64 > (n as u64).div_ceil(per_node) {
+            Consolidation::Spread
+        } else {
+            Consolidation::Consolidated
+        };
+        models
+            .iter()
+            .map(|m| match &self.gpus[m.index()] {
+                Ok(gpu) => self.table.speed(w, *gpu, n, placement, n).unwrap_or(0.0),
+                Err(_) => 0.0,
+            })
+            .reduce(f64::min)
+            .unwrap_or(0.0)
+    }
+
+    /// The fastest speed typed `job` (workload `w`) could get anywhere on `spec`: the largest
+    /// table speed, consolidated or spread, over the cluster's GPU models it may use. For the
+    /// JCT lower bound.
+    pub(crate) fn best_speed(&self, job: &JobSpec, w: WorkloadId, spec: &ClusterSpec) -> f64 {
+        let n = job_gpus(job);
+        let mask = spec.model_mask(&job.gpu_types);
+        (0..spec.models.len())
+            .filter(|i| self.gpus_per_node[*i] > 0 && mask & (1u64 << i) != 0)
+            .filter_map(|i| self.gpus[i].as_ref().ok())
+            .flat_map(|gpu| {
+                [Consolidation::Consolidated, Consolidation::Spread]
+                    .map(|c| self.table.speed(w, *gpu, n, c, n).unwrap_or(0.0))
+            })
+            .fold(0.0, f64::max)
+    }
+}
+
+/// The GPU count a table rate is looked up at: every GPU of the gang (a fractional task counts
+/// as one GPU: it runs at its 1-GPU rate until sharing is modelled).
+fn job_gpus(job: &JobSpec) -> u32 {
+    u32::try_from(job.gpus_total()).unwrap_or(u32::MAX)
+}
