@@ -237,6 +237,7 @@ fn parse_job(
             .ok_or_else(|| row.expected("kind", "training, inference or batch"))?,
         estimate: row.opt_secs("estimate_s")?,
         workload: None,
+        constraints: Default::default(),
     };
     Ok((job, row.secs("duration_s")?))
 }
@@ -553,6 +554,7 @@ mod tests {
                 tenant: TenantId(tenant as u32), priority, qos, preemptible, kind,
                 estimate: estimate.map(SimTime),
                 workload: workload.and_then(WorkloadType::new),
+                constraints: Default::default(),
             }
         }
     }

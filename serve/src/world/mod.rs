@@ -9,6 +9,7 @@ use crate::proto;
 use lachesis_env::cluster::{
     ClusterSpec, ClusterState, FitStrategy, Infeasible, NodeSpec, StateError, TaskPlacement,
 };
+use lachesis_env::constraint::Constraints;
 use lachesis_env::gpu::GpuModel;
 use lachesis_env::job::{JobKind, JobSpec, Qos, TaskRequest};
 use lachesis_env::policy::{Decision, DecisionContext, JobRuntime, JobState, Placement};
@@ -26,7 +27,7 @@ mod delta;
 pub use delta::{COMPACT_AFTER, DeltaError};
 
 /// A job's shape as far as fitting the empty cluster goes.
-type Shape = (u32, TaskRequest, Vec<String>);
+type Shape = (u32, TaskRequest, Vec<String>, Constraints);
 
 /// Most nodes one snapshot may hold.
 pub const MAX_SNAPSHOT_NODES: usize = 100_000;
@@ -82,12 +83,16 @@ pub struct World {
     newest_submit: SimTime,
     /// Whether a shape fits the empty cluster, asked once per shape.
     fits: Map<Shape, bool>,
+    /// The only label keys the nodes keep, where the snapshot's label sets were too many to
+    /// keep them all (`build_spec`); `None`: every label kept.
+    label_keys: Option<Arc<BTreeSet<String>>>,
 }
 
 impl World {
     /// Validates `snapshot` and builds the world it describes.
     pub fn build(snapshot: &proto::Snapshot) -> Result<World, SnapshotError> {
-        let spec = Arc::new(build_spec(&snapshot.nodes)?);
+        let (spec, label_keys) = build_spec(&snapshot.nodes, &referenced_keys(snapshot))?;
+        let spec = Arc::new(spec);
         let node_ids: Map<String, NodeId> = spec
             .nodes
             .iter()
@@ -150,7 +155,11 @@ impl World {
             let e = &entries[i];
             let id = JobId(jobs.len() as u32);
             let tenant = intern(&mut tenants, &mut tenant_ids, &e.job.tenant);
-            let spec_job = job_spec(e.job, e.path, id, tenant, now)?;
+            let mut spec_job = job_spec(e.job, e.path, id, tenant, now)?;
+            if e.running.is_some() {
+                // Constraints steer placements; a running job's is Kubernetes' or Slurm's.
+                spec_job.constraints = Constraints::default();
+            }
             if job_ids.insert(e.job.id.clone(), id).is_some() {
                 return Err(bad(
                     format!("{}.id", e.path),
@@ -193,7 +202,12 @@ impl World {
                         }
                         rt.last_stop = Some(now.saturating_sub(SimTime(idle)));
                     }
-                    let shape = (spec_job.tasks, spec_job.task, spec_job.gpu_types.clone());
+                    let shape = (
+                        spec_job.tasks,
+                        spec_job.task,
+                        spec_job.gpu_types.clone(),
+                        spec_job.constraints.clone(),
+                    );
                     let fits_empty = *fits.entry(shape).or_insert_with(|| {
                         empty
                             .find_job_placement(&spec_job, FitStrategy::FirstFit)
@@ -270,6 +284,7 @@ impl World {
             departed: 0,
             newest_submit,
             fits,
+            label_keys: label_keys.map(Arc::new),
         };
         world.reserve_unlisted(&snapshot.nodes)?;
         world.reserved = real_jobs..world.jobs.len();
@@ -377,6 +392,7 @@ impl World {
             kind: JobKind::Batch,
             estimate: None,
             workload: None,
+            constraints: Default::default(),
         }
     }
 
@@ -546,7 +562,39 @@ pub fn describe(why: &Infeasible, spec: &ClusterSpec) -> String {
     }
 }
 
-fn build_spec(nodes: &[proto::Node]) -> Result<ClusterSpec, SnapshotError> {
+/// The label keys the snapshot's pending jobs' constraints select on (unparsable ones are
+/// refused later, naming the job).
+fn referenced_keys(snapshot: &proto::Snapshot) -> BTreeSet<String> {
+    snapshot
+        .pending
+        .iter()
+        .filter_map(|j| Constraints::parse(&j.constraints).ok())
+        .flat_map(|c| c.keys().map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
+/// The cluster the snapshot's nodes form, every label kept; or, where the nodes have more
+/// distinct label sets than feasibility indexes (per-node labels such as a hostname), only
+/// the labels whose keys are in `referenced`, returned beside the cluster.
+fn build_spec(
+    nodes: &[proto::Node],
+    referenced: &BTreeSet<String>,
+) -> Result<(ClusterSpec, Option<BTreeSet<String>>), SnapshotError> {
+    let sets: BTreeSet<std::collections::BTreeMap<&String, &String>> =
+        nodes.iter().map(|n| n.labels.iter().collect()).collect();
+    if sets.len() <= lachesis_env::cluster::MAX_LABEL_CLASSES {
+        return Ok((build_spec_with(nodes, None)?, None));
+    }
+    Ok((
+        build_spec_with(nodes, Some(referenced))?,
+        Some(referenced.clone()),
+    ))
+}
+
+fn build_spec_with(
+    nodes: &[proto::Node],
+    keep: Option<&BTreeSet<String>>,
+) -> Result<ClusterSpec, SnapshotError> {
     if nodes.is_empty() {
         return Err(bad("nodes", "the snapshot has no nodes"));
     }
@@ -655,6 +703,12 @@ fn build_spec(nodes: &[proto::Node]) -> Result<ClusterSpec, SnapshotError> {
             mem_mib: n.mem_mib,
             rack: racks.id(rack),
             nvlink_domain: domains.id(domain),
+            labels: n
+                .labels
+                .iter()
+                .filter(|(k, _)| keep.is_none_or(|keep| keep.contains(*k)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         });
     }
     if models.len() > lachesis_env::cluster::MAX_GPU_MODELS {
@@ -840,6 +894,15 @@ fn job_spec(
     for (g, t) in job.gpu_types.iter().enumerate() {
         check_name(t, || format!("{path}.gpu_types[{g}]"))?;
     }
+    let mut constraints =
+        Constraints::parse(&job.constraints).map_err(|m| bad(field("constraints"), m))?;
+    if job.constraints.len() > MAX_NAME_BYTES * 4 {
+        return Err(bad(
+            field("constraints"),
+            format!("longer than {} bytes", MAX_NAME_BYTES * 4),
+        ));
+    }
+    constraints.distinct_nodes = job.distinct_nodes && tasks > 1;
     let estimate = match job.estimate_ms {
         Some(0) => {
             return Err(bad(
@@ -863,6 +926,7 @@ fn job_spec(
         kind,
         estimate,
         workload: None,
+        constraints,
     })
 }
 

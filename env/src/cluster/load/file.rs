@@ -6,6 +6,7 @@
 use super::ClusterLoadError;
 use super::builder::{ClusterBuilder, DEFAULT_RACK_SIZE, NodeShape, NvlinkScope, Rejected};
 use crate::cluster::ClusterSpec;
+use crate::constraint::NodeLabels;
 use crate::gpu::GpuModel;
 use serde::Deserialize;
 use std::ops::Range;
@@ -54,6 +55,8 @@ struct NodeEntry {
     mem_mib: Option<Spanned<u64>>,
     rack: Option<Spanned<String>>,
     nvlink_domain: Option<Spanned<NvlinkScope>>,
+    /// Node labels, `key = "value"` (a Slurm-style feature: an empty value).
+    labels: Option<Spanned<NodeLabels>>,
 }
 
 impl NodeEntry {
@@ -68,6 +71,7 @@ impl NodeEntry {
             "cpu_milli" => self.cpu_milli.as_ref().map(Spanned::span),
             "mem_mib" => self.mem_mib.as_ref().map(Spanned::span),
             "rack" => self.rack.as_ref().map(Spanned::span),
+            "labels" => self.labels.as_ref().map(Spanned::span),
             _ => None,
         }
     }
@@ -83,6 +87,7 @@ impl NodeEntry {
                 .nvlink_domain
                 .as_ref()
                 .map_or(NvlinkScope::Node, |d| *d.get_ref()),
+            labels: self.labels.as_ref().map(Spanned::get_ref),
         }
     }
 }
