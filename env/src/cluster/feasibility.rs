@@ -504,6 +504,58 @@ mod tests {
         }
     }
 
+    /// Node 0 labelled `zone=a`, node 1 `zone=b`, 4 GPUs each.
+    #[test]
+    fn labels_steer_and_explain() {
+        let mut spec = uniform(2, 4, "V100", 32_000, 262_144);
+        spec.nodes[0].labels.insert("zone".into(), "a".into());
+        spec.nodes[1].labels.insert("zone".into(), "b".into());
+        let spec = ClusterSpec::new(
+            "z",
+            spec.models,
+            spec.nodes,
+            spec.racks,
+            spec.nvlink_domains,
+        )
+        .unwrap();
+        let mut s = ClusterState::new(Arc::new(spec));
+        let mut j = gang(9, 1, TaskRequest::whole(1, 1000, 1024));
+        j.constraints = crate::constraint::Constraints::parse("zone=b").unwrap();
+        // First fit would take node 0; the constraint leaves node 1.
+        for f in [
+            FitStrategy::FirstFit,
+            FitStrategy::BestFit,
+            FitStrategy::WorstFit,
+        ] {
+            assert_eq!(s.find_job_placement(&j, f).unwrap()[0].node, NodeId(1));
+        }
+        let on0 = vec![TaskPlacement {
+            node: NodeId(0),
+            gpus: vec![0],
+        }];
+        assert!(matches!(
+            s.allocate(&j, on0),
+            Err(crate::cluster::StateError::Infeasible {
+                reason: Infeasible::LabelsNotMatched { node: NodeId(0) },
+                ..
+            })
+        ));
+        j.constraints = crate::constraint::Constraints::parse("zone=c").unwrap();
+        assert_eq!(s.explain(&j), Some(Infeasible::NeverFits));
+        assert_eq!(
+            s.explain_fitting_empty(&j),
+            Some(Infeasible::NoNodeMatches {
+                constraints: "zone=c".into()
+            })
+        );
+        // A distinct-nodes gang of 3 on 2 nodes never fits.
+        let mut g = gang(10, 3, TaskRequest::whole(1, 1000, 1024));
+        assert!(fits_empty(s.spec_arc(), &g));
+        g.constraints.distinct_nodes = true;
+        assert!(!fits_empty(s.spec_arc(), &g));
+        s.check_invariants().unwrap();
+    }
+
     #[test]
     fn strategies_choose_as_documented() {
         // Node 0 has 1 GPU taken (3 free), node 1 is empty (4 free), node 2 has 3 taken (1).

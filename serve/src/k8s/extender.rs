@@ -517,6 +517,12 @@ fn never_fits_on(node: &proto::Node, spec: &JobSpec) -> Result<(), String> {
     if fits_empty(state.spec_arc(), spec) {
         return Ok(());
     }
+    if !spec.constraints.admits(&state.spec().nodes[0].labels) {
+        return Err(format!(
+            "the node's labels do not meet the pod's nodeSelector/affinity ({})",
+            spec.constraints.label_text()
+        ));
+    }
     let t = &spec.task;
     if t.gpus > 0 {
         let mask = state.spec().model_mask(&spec.gpu_types);

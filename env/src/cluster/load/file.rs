@@ -372,6 +372,37 @@ mod tests {
     }
 
     #[test]
+    fn nodes_carry_labels_and_bad_keys_are_refused() {
+        let text = r#"
+            [[nodes]]
+            count = 2
+            gpus = 4
+            gpu_model = "A100"
+            labels = { zone = "a", ib = "" }
+
+            [[nodes]]
+            gpus = 4
+            gpu_model = "A100"
+        "#;
+        let spec = parse_cluster_toml(text, "c.toml").unwrap();
+        assert_eq!(
+            spec.nodes[1].labels.get("zone").map(String::as_str),
+            Some("a")
+        );
+        assert!(spec.nodes[1].labels.contains_key("ib"));
+        assert!(spec.nodes[2].labels.is_empty());
+        let c = crate::constraint::Constraints::parse("zone=a&ib").unwrap();
+        assert_eq!(spec.class_mask(&c), 0b01, "the labelled class only");
+        let bad = text.replace("ib = \"\"", "\"i b\" = \"\"");
+        let e = error(&bad);
+        assert!(e.starts_with("c.toml:6:"), "{e}");
+        assert!(
+            e.contains("nodes[0].labels") && e.contains("\"i b\""),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn the_documented_example_parses() {
         let doc = include_str!("../../../../docs/cluster-file.md");
         let blocks: Vec<&str> = doc
