@@ -154,6 +154,57 @@ proptest! {
     }
 }
 
+/// The run as `SimResult`, from the policy `name` with seed 7 and skipping unplaceable jobs.
+fn plain_run(t: &Trace, spec: &ClusterSpec, name: &str) -> Option<SimResult> {
+    let cfg = SimConfig {
+        skip_unplaceable: true,
+        tick_s: 11.0,
+        ..SimConfig::default()
+    };
+    let mut sim = match Simulator::new(t, Arc::new(spec.clone()), &cfg) {
+        Err(SimError::EmptyTrace) => return None,
+        other => other.unwrap(),
+    };
+    let mut p = build_policy(name, 7).unwrap();
+    while sim.advance() {
+        let d = p.decide(&sim.context()).unwrap();
+        sim.apply(&d);
+    }
+    Some(sim.finish(p.name(), 0.0))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(12),
+        ..ProptestConfig::default()
+    })]
+
+    /// Labels on the nodes change nothing for jobs without constraints: the same run, job by
+    /// job, as on the unlabelled cluster.
+    #[test]
+    fn labels_alone_change_no_run(spec in cluster_strategy(), t in trace_strategy()) {
+        let jobs: Vec<_> = t
+            .jobs()
+            .iter()
+            .map(|j| (crate::job::JobSpec { constraints: Constraints::default(), ..j.clone() }, t.true_duration(j.id)))
+            .collect();
+        let (specs, durs): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
+        let t = Trace::new("plain", specs, durs, t.tenants().to_vec()).unwrap();
+        let mut nodes = spec.nodes.clone();
+        for n in &mut nodes {
+            n.labels.clear();
+        }
+        let bare = ClusterSpec::new("bare", spec.models.clone(), nodes, spec.racks.clone(), spec.nvlink_domains.clone()).unwrap();
+        for name in registry_policies() {
+            let (Some(a), Some(b)) = (plain_run(&t, &spec, &name), plain_run(&t, &bare, &name)) else {
+                continue;
+            };
+            prop_assert_eq!(&a.jobs, &b.jobs, "{}", name);
+            prop_assert_eq!(&a.summary.avg_jct_s, &b.summary.avg_jct_s, "{}", name);
+        }
+    }
+}
+
 #[test]
 fn the_registry_list_covers_every_placement() {
     let names = registry_policies();

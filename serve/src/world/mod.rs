@@ -934,6 +934,67 @@ fn job_spec(
 mod tests {
     use super::*;
 
+    /// 70 nodes, each with its own hostname label (70 label sets, more than feasibility
+    /// indexes) and a zone: the world keeps only the zone, which a pending job selects on, and
+    /// best fit places the job in that zone. Bad constraint text names its field.
+    #[test]
+    fn constraints_reach_feasibility_and_label_sets_are_trimmed() {
+        let node = |i: usize| proto::Node {
+            name: format!("n{i}"),
+            gpu_model: "A100".into(),
+            gpus: 8,
+            cpu_milli: 64_000,
+            mem_mib: 512_000,
+            labels: [
+                ("kubernetes.io/hostname".to_string(), format!("n{i}")),
+                (
+                    "zone".to_string(),
+                    if i == 41 { "b" } else { "a" }.to_string(),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let job = proto::Job {
+            id: "p".into(),
+            tasks: 2,
+            gpus_per_task: 1,
+            constraints: "zone=b".into(),
+            ..Default::default()
+        };
+        let mut snap = proto::Snapshot {
+            nodes: (0..70).map(node).collect(),
+            pending: vec![job],
+            ..Default::default()
+        };
+        let world = World::build(&snap).unwrap();
+        assert_eq!(
+            world.label_keys.as_deref(),
+            Some(&BTreeSet::from(["zone".to_string()]))
+        );
+        let placed = world
+            .context()
+            .planner()
+            .place(world.job(JobId(0)), FitStrategy::BestFit)
+            .unwrap();
+        assert!(
+            placed
+                .iter()
+                .all(|t| t.node == world.node_id("n41").unwrap())
+        );
+        // Distinct nodes: zone b has one node, so a 2-task distinct gang never fits.
+        snap.pending[0].distinct_nodes = true;
+        let e = World::build(&snap).unwrap_err().to_string();
+        assert!(
+            e.contains("pending[0]") && e.contains("does not fit"),
+            "{e}"
+        );
+        snap.pending[0].constraints = "zone=[b]".into();
+        let e = World::build(&snap).unwrap_err().to_string();
+        assert!(e.starts_with("snapshot.pending[0].constraints:"), "{e}");
+    }
+
     #[test]
     fn idle_time_and_preemptions_set_the_last_stop() {
         let mut snap = crate::synthetic::snapshot(4, 3, 0.5, 7);
