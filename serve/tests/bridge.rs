@@ -362,15 +362,8 @@ async fn constrained_jobs_and_gangs_are_placed_on_satisfying_nodes_in_one_cycle(
     let mut placed: Vec<u64> = r.placed.iter().map(|(id, _)| *id).collect();
     placed.sort_unstable();
     assert_eq!(placed, [1, 2, 3], "{r:?}");
-    let w = fake.0.lock().unwrap();
-    let nodes_of = |id: u64| {
-        w.jobs
-            .iter()
-            .find(|j| j.id == id)
-            .unwrap()
-            .req_nodes
-            .clone()
-    };
+    let jobs = fake.0.lock().unwrap().jobs.clone();
+    let nodes_of = |id: u64| jobs.iter().find(|j| j.id == id).unwrap().req_nodes.clone();
     assert_eq!(nodes_of(1), ["a4"]);
     assert!(
         ["a3", "a4"].contains(&nodes_of(2)[0].as_str()),
@@ -380,6 +373,5 @@ async fn constrained_jobs_and_gangs_are_placed_on_satisfying_nodes_in_one_cycle(
     let gang = nodes_of(3);
     assert_eq!(gang.len(), 2);
     assert_ne!(gang[0], gang[1]);
-    drop(w);
     svc.shutdown().await.unwrap();
 }
