@@ -894,14 +894,14 @@ fn job_spec(
     for (g, t) in job.gpu_types.iter().enumerate() {
         check_name(t, || format!("{path}.gpu_types[{g}]"))?;
     }
-    let mut constraints =
-        Constraints::parse(&job.constraints).map_err(|m| bad(field("constraints"), m))?;
     if job.constraints.len() > MAX_NAME_BYTES * 4 {
         return Err(bad(
             field("constraints"),
             format!("longer than {} bytes", MAX_NAME_BYTES * 4),
         ));
     }
+    let mut constraints =
+        Constraints::parse(&job.constraints).map_err(|m| bad(field("constraints"), m))?;
     constraints.distinct_nodes = job.distinct_nodes && tasks > 1;
     let estimate = match job.estimate_ms {
         Some(0) => {
