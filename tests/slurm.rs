@@ -592,3 +592,54 @@ fn a_job_array_the_service_cannot_express_is_run_by_slurm() {
             .contains("the service cannot express its request")
     );
 }
+
+/// A `--constraint` job and a multi-node gang on a real slurmctld: the service's own decision
+/// puts them on nodes with the features and on distinct nodes, so they run where it chose and
+/// the bridge's safety net refuses nothing.
+#[test]
+fn constrained_jobs_and_gangs_run_where_the_service_chose() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let spec = TestbedSpec {
+        groups: vec![
+            NodeGroup::gpu("plain", 2, "a100", 4),
+            NodeGroup {
+                features: vec!["ib".into()],
+                ..NodeGroup::gpu("ibn", 2, "a100", 4)
+            },
+        ],
+        partitions: vec!["gpu".into()],
+        hold_on_submit: true,
+    };
+    let Some(setup) = Setup::new("constraints", &spec, "fifo/best-fit", "") else {
+        return;
+    };
+    let ib = submit(
+        &setup.bed,
+        &["--constraint=ib", "--gres=gpu:a100:1", "--wrap", "sleep 2"],
+    );
+    let gang = submit(
+        &setup.bed,
+        &["--nodes=2", "--gres=gpu:a100:1", "--wrap", "sleep 2"],
+    );
+    let _bridge = setup.bridge(0);
+    wait_until(
+        Duration::from_secs(60),
+        "both jobs to finish",
+        &setup,
+        || {
+            setup
+                .jobs()
+                .iter()
+                .filter(|j| [ib, gang].contains(&j.id) && j.state == "COMPLETED")
+                .count()
+                == 2
+        },
+    );
+    let chosen = setup.service_choices();
+    assert!(chosen[&ib][0].starts_with("ibn-"), "{chosen:?}");
+    let g = &chosen[&gang];
+    assert_eq!(g.len(), 2, "{chosen:?}");
+    assert_ne!(g[0], g[1], "{chosen:?}");
+    let logs = setup.logs();
+    assert!(!logs.contains("placement refused"), "{logs}");
+}

@@ -4,6 +4,7 @@
 //! read by the simulator, by trace statistics, and by an explicitly labelled oracle; never by a
 //! `DecisionContext`.
 
+use crate::constraint::Constraints;
 use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -188,6 +189,10 @@ pub struct JobSpec {
     /// as every job did before workload types existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadType>,
+    /// Which nodes the job's tasks may use (node labels) and whether they must be on distinct
+    /// nodes. The default constrains nothing: the job is placed as before constraints existed.
+    #[serde(default, skip_serializing_if = "Constraints::is_none")]
+    pub constraints: Constraints,
 }
 
 impl JobSpec {
@@ -434,6 +439,7 @@ pub(crate) mod tests {
             kind: JobKind::Training,
             estimate: None,
             workload: None,
+            constraints: Default::default(),
         }
     }
 

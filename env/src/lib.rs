@@ -5,6 +5,7 @@
 //! learning agent and the decision service build on.
 
 pub mod cluster;
+pub mod constraint;
 pub mod gpu;
 pub mod gym;
 pub mod job;

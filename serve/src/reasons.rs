@@ -98,6 +98,8 @@ pub fn kind(why: &Infeasible) -> &'static str {
         NoAllowedModel { .. } | ModelNotAllowed { .. } => "no-allowed-model",
         GangSpread { .. } => "gang-spread",
         NeverFits => "never-fits",
+        NoNodeMatches { .. } | LabelsNotMatched { .. } => "no-matching-node",
+        SameNode { .. } => "distinct-nodes",
         TaskCount { .. }
         | UnknownNode(_)
         | GpuCount { .. }

@@ -58,7 +58,7 @@ pub fn score(request: &proto::ScoreRequest) -> Result<proto::ScoreResponse, Stat
 }
 
 fn node_score(state: &ClusterState, job: &JobSpec, name: String, node: NodeId) -> proto::NodeScore {
-    let mask = state.spec().model_mask(&job.gpu_types);
+    let mask = state.spec().job_mask(job);
     if state
         .fit_task_on(&job.task, mask, node, FitStrategy::BestFit)
         .is_some()
@@ -109,6 +109,14 @@ fn why_not(state: &ClusterState, job: &JobSpec, node: NodeId) -> String {
         if t.gpus > spec.gpus {
             return format!("the node has {} GPUs, a task needs {}", spec.gpus, t.gpus);
         }
+    }
+    if !job.constraints.admits(&spec.labels) {
+        return format!(
+            "the node's labels do not meet the job's constraints ({})",
+            job.constraints.label_text()
+        );
+    }
+    if t.gpus > 0 {
         if t.is_fractional() {
             if !state
                 .gpu_free(node)

@@ -415,5 +415,7 @@ fn job(rng: &mut StdRng, id: String, tasks: u32, gpus: u32, milli: u32) -> proto
         kind: String::new(),
         attained_ms: 0,
         idle_ms: None,
+        constraints: String::new(),
+        distinct_nodes: false,
     }
 }

@@ -451,6 +451,7 @@ mod tests {
                 kind: JobKind::Training,
                 estimate: None,
                 workload: None,
+                constraints: Default::default(),
             })
             .collect();
         let durations = vec![SimTime(60_000); submits_s.len()];

@@ -329,3 +329,49 @@ async fn nodes_and_jobs_read_while_a_job_started_are_read_again() {
     );
     svc.shutdown().await.unwrap();
 }
+
+/// Feature constraints and multi-node gangs are met by the service's decision itself: each
+/// job is placed on satisfying, distinct nodes in the first cycle, and the bridge's own check
+/// (kept as a safety net) refuses nothing.
+#[tokio::test]
+async fn constrained_jobs_and_gangs_are_placed_on_satisfying_nodes_in_one_cycle() {
+    let svc = service("fifo/best-fit").await;
+    let fake = Fake::default();
+    {
+        let mut w = fake.0.lock().unwrap();
+        let mut nodes: Vec<SlurmNode> = ["a1", "a2", "a3", "a4"]
+            .iter()
+            .map(|n| node(n, &["gpu"]))
+            .collect();
+        nodes[2].features = vec!["ib".into()];
+        nodes[3].features = vec!["nvlink".into(), "ib".into()];
+        w.nodes = nodes;
+        // Best fit alone would put all of these on a1 (the first node, 4 GPUs free).
+        let mut ib = job(1, "gpu", 1);
+        ib.constraint = lachesis_env::constraint::Constraints::parse("nvlink&ib").unwrap();
+        let mut either = job(2, "gpu", 1);
+        either.constraint = lachesis_env::constraint::Constraints::parse("ib|x").unwrap();
+        // Two nodes of 1 GPU each: Slurm needs two distinct nodes.
+        let mut gang = job(3, "gpu", 1);
+        gang.nodes = 2;
+        w.jobs = vec![ib, either, gang];
+    }
+    let mut b = bridge(&fake, svc.grpc_addr, "");
+    let r = b.cycle().await.unwrap();
+    assert!(r.refused.is_empty(), "{r:?}");
+    let mut placed: Vec<u64> = r.placed.iter().map(|(id, _)| *id).collect();
+    placed.sort_unstable();
+    assert_eq!(placed, [1, 2, 3], "{r:?}");
+    let jobs = fake.0.lock().unwrap().jobs.clone();
+    let nodes_of = |id: u64| jobs.iter().find(|j| j.id == id).unwrap().req_nodes.clone();
+    assert_eq!(nodes_of(1), ["a4"]);
+    assert!(
+        ["a3", "a4"].contains(&nodes_of(2)[0].as_str()),
+        "{:?}",
+        nodes_of(2)
+    );
+    let gang = nodes_of(3);
+    assert_eq!(gang.len(), 2);
+    assert_ne!(gang[0], gang[1]);
+    svc.shutdown().await.unwrap();
+}

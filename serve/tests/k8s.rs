@@ -652,3 +652,54 @@ fn the_shipped_manifest_config_is_valid() {
         "the extender URL matches the served prefix"
     );
 }
+
+/// A pod's nodeSelector and required node affinity reach the decision: nodes whose labels
+/// refuse them are unresolvable (with why), and prioritize's chosen node satisfies them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selectors_and_required_affinity_steer_filter_and_prioritize() {
+    let (running, addr) = start(config()).await;
+    let mut args = fixture("filter-args.json");
+    for (i, zone) in ["eu-west-1a", "eu-west-1b", "eu-west-1b"]
+        .iter()
+        .enumerate()
+    {
+        args["Nodes"]["items"][i]["metadata"]["labels"]["topology.kubernetes.io/zone"] =
+            json!(zone);
+    }
+    args["Pod"]["spec"]["affinity"] = json!({"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["eu-west-1b"]},
+                {"key": "nvidia.com/gpu.product", "operator": "Exists"}
+            ]}
+        ]},
+        "preferredDuringSchedulingIgnoredDuringExecution": []
+    }});
+    args["Pod"]["spec"]["nodeSelector"] = json!({"nvidia.com/gpu.family": "ampere"});
+    let (status, r) = post_json(addr, FILTER, &args).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(item_names(&r), ["a100-2", "a100-3"]);
+    let why = r["FailedAndUnresolvableNodes"]["a100-1"].as_str().unwrap();
+    assert!(why.contains("nodeSelector/affinity"), "{why}");
+
+    let (status, r) = post_json(addr, PRIORITIZE, &args).await;
+    assert_eq!(status, 200, "{r}");
+    let top: Vec<&str> = r
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["Score"] == 10)
+        .map(|h| h["Host"].as_str().unwrap())
+        .collect();
+    assert_eq!(top.len(), 1, "{r}");
+    assert!(["a100-2", "a100-3"].contains(&top[0]), "{r}");
+
+    // Operators the service does not carry (Gt) only widen the set: kube-scheduler has
+    // already applied them to the candidates it sends.
+    args["Pod"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchExpressions"][0] =
+        json!({"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]});
+    let (_, r) = post_json(addr, FILTER, &args).await;
+    assert_eq!(item_names(&r), ["a100-1", "a100-2", "a100-3", "h100-1"]);
+    running.shutdown().await.unwrap();
+}

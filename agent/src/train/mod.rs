@@ -506,6 +506,7 @@ mod tests {
                 kind: JobKind::Training,
                 estimate: None,
                 workload: None,
+                constraints: Default::default(),
             })
             .collect();
         let durations = (0..160).map(|i| SimTime::from_secs(run_s(i))).collect();

@@ -45,6 +45,18 @@ pub enum Infeasible {
     ModelNotAllowed {
         node: NodeId,
     },
+    /// The node's labels do not satisfy the job's constraints.
+    LabelsNotMatched {
+        node: NodeId,
+    },
+    /// Two tasks of a gang that needs distinct nodes on one node.
+    SameNode {
+        node: NodeId,
+    },
+    /// No node in the cluster has labels that satisfy the job's constraints (text form).
+    NoNodeMatches {
+        constraints: String,
+    },
     NoSuchGpu {
         node: NodeId,
         gpu: u8,
@@ -111,6 +123,16 @@ impl fmt::Display for Infeasible {
                 write!(f, "node {node}: {got} GPUs given for a task of {want}")
             }
             ModelNotAllowed { node } => write!(f, "node {node}: GPU model not allowed"),
+            LabelsNotMatched { node } => {
+                write!(f, "node {node}: labels do not meet the job's constraints")
+            }
+            SameNode { node } => write!(
+                f,
+                "node {node}: two tasks of a gang that needs distinct nodes"
+            ),
+            NoNodeMatches { constraints } => {
+                write!(f, "no node has labels that meet {constraints}")
+            }
             NoSuchGpu { node, gpu } => write!(f, "node {node} has no GPU {gpu}"),
             DuplicateGpu { node, gpu } => write!(f, "node {node}: GPU {gpu} given twice"),
             GpuBusy {
@@ -186,7 +208,8 @@ impl ClusterState {
         job: &JobSpec,
         strategy: FitStrategy,
     ) -> Option<Vec<TaskPlacement>> {
-        let mask = self.spec().model_mask(&job.gpu_types);
+        let mask = self.spec().job_mask(job);
+        let distinct = job.constraints.distinct_nodes;
         let mut tasks: Vec<TaskPlacement> = Vec::with_capacity(job.tasks as usize);
         let mut ok = true;
         // Each task but the last is taken while the next ones are looked for (no later task
@@ -201,8 +224,14 @@ impl ClusterState {
                 self.take_task(&job.task, mask, &t)
                     .expect("the index found this task a fit");
                 taken += 1;
+                if distinct {
+                    self.exclude_node(t.node);
+                }
             }
             tasks.push(t);
+        }
+        if distinct {
+            self.clear_excluded();
         }
         for t in tasks[..taken].iter().rev() {
             self.give_back_task(&job.task, t);
@@ -235,21 +264,26 @@ impl ClusterState {
         if !fits.unwrap_or_else(|| fits_empty(&spec, job)) {
             return Some(Infeasible::NeverFits);
         }
-        let mask = spec.model_mask(&job.gpu_types);
+        let mask = spec.job_mask(job);
         let t = &job.task;
+        if mask.classes == 0 {
+            return Some(Infeasible::NoNodeMatches {
+                constraints: job.constraints.label_text(),
+            });
+        }
         let allowed: Vec<NodeId> = spec
             .node_ids()
-            .filter(|n| {
-                t.gpus == 0
-                    || spec
-                        .node(*n)
-                        .gpu_model
-                        .is_some_and(|m| mask & (1 << m.0) != 0)
-            })
+            .filter(|n| spec.node_allowed(mask, *n, t.gpus))
             .collect();
         if allowed.is_empty() {
-            return Some(Infeasible::NoAllowedModel {
-                gpu_types: job.gpu_types.clone(),
+            return Some(if job.constraints.restricts_nodes() {
+                Infeasible::NoNodeMatches {
+                    constraints: job.constraints.label_text(),
+                }
+            } else {
+                Infeasible::NoAllowedModel {
+                    gpu_types: job.gpu_types.clone(),
+                }
             });
         }
         let need_milli = job.gpu_milli_total();
@@ -303,7 +337,7 @@ impl ClusterState {
 
     /// How many of `job`'s tasks first-fit places before it runs out of room.
     fn placeable_tasks(&mut self, job: &JobSpec) -> u32 {
-        let mask = self.spec().model_mask(&job.gpu_types);
+        let mask = self.spec().job_mask(job);
         let mut taken = Vec::new();
         while taken.len() < job.tasks as usize {
             let Some(t) = self.find_task_node(&job.task, mask, FitStrategy::FirstFit) else {
@@ -311,8 +345,12 @@ impl ClusterState {
             };
             self.take_task(&job.task, mask, &t)
                 .expect("the index found this task a fit");
+            if job.constraints.distinct_nodes {
+                self.exclude_node(t.node);
+            }
             taken.push(t);
         }
+        self.clear_excluded();
         for t in taken.iter().rev() {
             self.give_back_task(&job.task, t);
         }
@@ -464,6 +502,58 @@ mod tests {
             }
             s.check_invariants().expect(c.what);
         }
+    }
+
+    /// Node 0 labelled `zone=a`, node 1 `zone=b`, 4 GPUs each.
+    #[test]
+    fn labels_steer_and_explain() {
+        let mut spec = uniform(2, 4, "V100", 32_000, 262_144);
+        spec.nodes[0].labels.insert("zone".into(), "a".into());
+        spec.nodes[1].labels.insert("zone".into(), "b".into());
+        let spec = ClusterSpec::new(
+            "z",
+            spec.models,
+            spec.nodes,
+            spec.racks,
+            spec.nvlink_domains,
+        )
+        .unwrap();
+        let mut s = ClusterState::new(Arc::new(spec));
+        let mut j = gang(9, 1, TaskRequest::whole(1, 1000, 1024));
+        j.constraints = crate::constraint::Constraints::parse("zone=b").unwrap();
+        // First fit would take node 0; the constraint leaves node 1.
+        for f in [
+            FitStrategy::FirstFit,
+            FitStrategy::BestFit,
+            FitStrategy::WorstFit,
+        ] {
+            assert_eq!(s.find_job_placement(&j, f).unwrap()[0].node, NodeId(1));
+        }
+        let on0 = vec![TaskPlacement {
+            node: NodeId(0),
+            gpus: vec![0],
+        }];
+        assert!(matches!(
+            s.allocate(&j, on0),
+            Err(crate::cluster::StateError::Infeasible {
+                reason: Infeasible::LabelsNotMatched { node: NodeId(0) },
+                ..
+            })
+        ));
+        j.constraints = crate::constraint::Constraints::parse("zone=c").unwrap();
+        assert_eq!(s.explain(&j), Some(Infeasible::NeverFits));
+        assert_eq!(
+            s.explain_fitting_empty(&j),
+            Some(Infeasible::NoNodeMatches {
+                constraints: "zone=c".into()
+            })
+        );
+        // A distinct-nodes gang of 3 on 2 nodes never fits.
+        let mut g = gang(10, 3, TaskRequest::whole(1, 1000, 1024));
+        assert!(fits_empty(s.spec_arc(), &g));
+        g.constraints.distinct_nodes = true;
+        assert!(!fits_empty(s.spec_arc(), &g));
+        s.check_invariants().unwrap();
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub(crate) struct NodeKey {
     pub mem: u64,
     /// `1 << model` for a GPU node, 0 for a CPU-only node.
     pub model_bit: u64,
+    /// `1 << label class` (every node has one; `ClusterSpec::node_class`).
+    pub class_bit: u64,
 }
 
 /// What a task needs, in the indexes' terms.
@@ -37,13 +39,15 @@ pub(crate) struct Need {
     pub mem: u64,
     /// Allowed GPU models (ignored for CPU-only tasks).
     pub mask: u64,
+    /// Allowed label classes (every task).
+    pub classes: u64,
 }
 
 impl Need {
     /// Whether capacity described by `k` (a node, or the maxima of a subtree) can hold the task.
     /// For a subtree this is a necessary condition only; for a leaf it is exact.
     pub fn admits(&self, k: &NodeKey) -> bool {
-        if k.cpu < self.cpu || k.mem < self.mem {
+        if k.cpu < self.cpu || k.mem < self.mem || k.class_bit & self.classes == 0 {
             return false;
         }
         if self.gpus == 0 {
@@ -68,6 +72,7 @@ fn combine(a: &NodeKey, b: &NodeKey) -> NodeKey {
         cpu: a.cpu.max(b.cpu),
         mem: a.mem.max(b.mem),
         model_bit: a.model_bit | b.model_bit,
+        class_bit: a.class_bit | b.class_bit,
     }
 }
 
@@ -337,6 +342,7 @@ mod tests {
                 cpu: r(64_000),
                 mem: r(1 << 20),
                 model_bit: [0, 1, 2, 4][r(4) as usize],
+                class_bit: [1, 2][r(2) as usize],
             };
             let keys: Vec<NodeKey> = (0..nodes).map(|_| key(&mut rnd)).collect();
             let mut index = FreeIndex::new(keys, 3);
@@ -347,6 +353,7 @@ mod tests {
                     cpu: rnd(32_000),
                     mem: rnd(1 << 19),
                     mask: rnd(8),
+                    classes: 1 + rnd(3),
                 };
                 let mut want = Vec::new();
                 let mut from = 0;

@@ -16,7 +16,9 @@ pub use load::{
 };
 pub use state::{Allocation, ClusterState, DecisionFault, StateError, TaskPlacement};
 
+use crate::constraint::{Constraints, NodeLabels};
 use crate::gpu::GpuModel;
+use crate::job::JobSpec;
 use crate::units::{GPU_MILLI, GpuModelId, NodeId};
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +44,10 @@ pub struct NodeSpec {
     /// NVLink/NVSwitch domain index into `ClusterSpec::nvlink_domains` (GPUs of nodes in one
     /// domain talk at NVLink speed).
     pub nvlink_domain: u32,
+    /// Labels (Kubernetes node labels, Slurm features as labels with an empty value) that
+    /// jobs' `Constraints` select on. Empty on clusters that declare none.
+    #[serde(default, skip_serializing_if = "NodeLabels::is_empty")]
+    pub labels: NodeLabels,
 }
 
 /// Why a cluster description is unusable.
@@ -57,10 +63,41 @@ pub enum ClusterError {
     TooManyModels,
     #[error("node name {0} appears twice")]
     DuplicateNode(String),
+    #[error(
+        "more than {MAX_LABEL_CLASSES} distinct node label sets (keep only the labels jobs \
+         select on)"
+    )]
+    TooManyLabelSets,
+}
+
+/// Most distinct label sets among a cluster's nodes (a `u64` mask holds a set of them).
+pub const MAX_LABEL_CLASSES: usize = 64;
+
+/// The nodes a job may use, as feasibility's index sees them: allowed GPU models (for GPU
+/// tasks) and allowed label classes (nodes with the same labels form one class). Both
+/// all-ones for a job that constrains neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeMask {
+    /// Bit `m`: GPU model `m` allowed (ignored for CPU-only tasks).
+    pub models: u64,
+    /// Bit `c`: nodes of label class `c` allowed.
+    pub classes: u64,
+}
+
+impl NodeMask {
+    /// Every node.
+    pub const ANY: NodeMask = NodeMask {
+        models: u64::MAX,
+        classes: u64::MAX,
+    };
+    /// Whether GPU model `m` is allowed.
+    pub fn allows_model(&self, m: GpuModelId) -> bool {
+        self.models & (1u64 << m.0) != 0
+    }
 }
 
 /// A cluster's fixed shape: GPU models, nodes, topology names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClusterSpec {
     /// Preset or file name, for reports.
     pub name: String,
@@ -68,6 +105,13 @@ pub struct ClusterSpec {
     pub nodes: Vec<NodeSpec>,
     pub racks: Vec<String>,
     pub nvlink_domains: Vec<String>,
+    /// The distinct label sets of the nodes, in order of first appearance (one, empty, on a
+    /// cluster without labels).
+    #[serde(skip)]
+    label_classes: Vec<NodeLabels>,
+    /// Each node's index into `label_classes`.
+    #[serde(skip)]
+    node_class: Vec<u8>,
 }
 
 impl ClusterSpec {
@@ -119,13 +163,64 @@ impl ClusterSpec {
                 )));
             }
         }
+        let mut label_classes: Vec<NodeLabels> = Vec::new();
+        let mut node_class = Vec::with_capacity(nodes.len());
+        for n in &nodes {
+            let c = match label_classes.iter().position(|l| *l == n.labels) {
+                Some(c) => c,
+                None => {
+                    if label_classes.len() == MAX_LABEL_CLASSES {
+                        return Err(ClusterError::TooManyLabelSets);
+                    }
+                    label_classes.push(n.labels.clone());
+                    label_classes.len() - 1
+                }
+            };
+            node_class.push(c as u8);
+        }
         Ok(ClusterSpec {
             name: name.into(),
             models,
             nodes,
             racks,
             nvlink_domains,
+            label_classes,
+            node_class,
         })
+    }
+
+    /// The label class of a node (nodes with equal labels share one).
+    pub fn node_class(&self, id: NodeId) -> u32 {
+        u32::from(self.node_class[id.index()])
+    }
+    /// The label classes whose labels satisfy `c`, as a bit mask (all of them for a job
+    /// without label terms).
+    pub fn class_mask(&self, c: &Constraints) -> u64 {
+        if !c.restricts_nodes() {
+            return u64::MAX;
+        }
+        self.label_classes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| c.admits(l))
+            .fold(0, |mask, (i, _)| mask | (1u64 << i))
+    }
+    /// The nodes `job` may use: its GPU types and its label constraints.
+    pub fn job_mask(&self, job: &JobSpec) -> NodeMask {
+        NodeMask {
+            models: self.model_mask(&job.gpu_types),
+            classes: self.class_mask(&job.constraints),
+        }
+    }
+    /// Whether `node` is one `mask` allows for a task of `gpus` GPUs (its class, and for a
+    /// GPU task its model).
+    pub fn node_allowed(&self, mask: NodeMask, node: NodeId, gpus: u32) -> bool {
+        mask.classes & (1u64 << self.node_class(node)) != 0
+            && (gpus == 0
+                || self
+                    .node(node)
+                    .gpu_model
+                    .is_some_and(|m| mask.allows_model(m)))
     }
 
     pub fn node(&self, id: NodeId) -> &NodeSpec {
@@ -224,6 +319,7 @@ pub(crate) mod tests {
                 mem_mib: *mem_mib,
                 rack: (i / per_rack) as u32,
                 nvlink_domain: i as u32,
+                labels: NodeLabels::new(),
             })
             .collect();
         let racks = (0..nodes.len().div_ceil(per_rack))
@@ -246,6 +342,7 @@ pub(crate) mod tests {
                 mem_mib,
                 rack: (i / 4) as u32,
                 nvlink_domain: i as u32,
+                labels: NodeLabels::new(),
             })
             .collect();
         let racks = (0..n.div_ceil(4)).map(|r| format!("r{r}")).collect();

@@ -4,9 +4,9 @@
 //! `release` and `preempt`, which check every invariant (no GPU above capacity, no job placed
 //! twice, all tasks of a gang or none) and keep the free-capacity index current.
 
-use super::ClusterSpec;
 use super::feasibility::{FitStrategy, Infeasible};
 use super::index::{FreeIndex, Need, NodeKey};
+use super::{ClusterSpec, NodeMask};
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::{GPU_MILLI, JobId, NodeId};
 use serde::Serialize;
@@ -103,6 +103,10 @@ pub struct ClusterState {
     allocated_cpu_milli: u64,
     /// True while `allocate_many` loads jobs: the index is rebuilt once at the end.
     index_deferred: bool,
+    /// Nodes the node searches (`find_task_node`, `fit_task_on`, `nodes_fitting`) skip: those
+    /// a gang that needs distinct nodes already uses while its tasks are placed one by one
+    /// (`excluding_nodes`). Empty otherwise.
+    excluded: Vec<NodeId>,
 }
 
 impl ClusterState {
@@ -129,6 +133,7 @@ impl ClusterState {
             idle_watts: 0.0,
             allocated_cpu_milli: 0,
             index_deferred: false,
+            excluded: Vec::new(),
         };
         state.idle_watts = state
             .spec
@@ -248,7 +253,15 @@ impl ClusterState {
                 got: tasks.len() as u32,
             }));
         }
-        let mask = self.spec.model_mask(&job.gpu_types);
+        if job.constraints.distinct_nodes
+            && let Some(i) =
+                (1..tasks.len()).find(|i| tasks[..*i].iter().any(|t| t.node == tasks[*i].node))
+        {
+            return Err(infeasible(Infeasible::SameNode {
+                node: tasks[i].node,
+            }));
+        }
+        let mask = self.spec.job_mask(job);
         for (done, t) in tasks.iter().enumerate() {
             if let Err(reason) = self.take_task(&job.task, mask, t) {
                 for undo in tasks[..done].iter().rev() {
@@ -415,11 +428,11 @@ impl ClusterState {
     pub fn fit_task_on(
         &self,
         task: &TaskRequest,
-        mask: u64,
+        mask: NodeMask,
         node: NodeId,
         strategy: FitStrategy,
     ) -> Option<TaskPlacement> {
-        if !need(task, mask).admits(self.index.key(node)) {
+        if !need(task, mask).admits(self.index.key(node)) || self.excluded.contains(&node) {
             return None;
         }
         let free = self.gpu_free(node);
@@ -453,14 +466,16 @@ impl ClusterState {
     pub fn find_task_node(
         &self,
         task: &TaskRequest,
-        mask: u64,
+        mask: NodeMask,
         strategy: FitStrategy,
     ) -> Option<TaskPlacement> {
         let need = need(task, mask);
-        let node = match strategy {
-            FitStrategy::FirstFit => self.index.first_fit(&need, 0),
-            FitStrategy::BestFit => self.index.ascending(&need).next(),
-            FitStrategy::WorstFit => self.index.descending(&need).next(),
+        let free = |n: &NodeId| !self.excluded.contains(n);
+        let node = match (strategy, self.excluded.is_empty()) {
+            (FitStrategy::FirstFit, true) => self.index.first_fit(&need, 0),
+            (FitStrategy::FirstFit, false) => self.index.fitting(need).find(free),
+            (FitStrategy::BestFit, _) => self.index.ascending(&need).find(free),
+            (FitStrategy::WorstFit, _) => self.index.descending(&need).find(free),
         }?;
         self.fit_task_on(task, mask, node, strategy)
     }
@@ -470,16 +485,28 @@ impl ClusterState {
     pub fn nodes_fitting<'a>(
         &'a self,
         task: &TaskRequest,
-        mask: u64,
+        mask: NodeMask,
     ) -> impl Iterator<Item = NodeId> + 'a {
-        self.index.fitting(need(task, mask))
+        self.index
+            .fitting(need(task, mask))
+            .filter(|n| !self.excluded.contains(n))
+    }
+
+    /// Makes the node searches skip `nodes` (a distinct-nodes gang's nodes so far) until
+    /// `clear_excluded`. Feasibility's exact check (`allocate`) enforces distinct nodes by
+    /// itself; this only keeps searches from proposing a node the check would refuse.
+    pub(crate) fn exclude_node(&mut self, node: NodeId) {
+        self.excluded.push(node);
+    }
+    pub(crate) fn clear_excluded(&mut self) {
+        self.excluded.clear();
     }
 
     /// Takes one task's resources (public to the crate for tentative planning).
     pub(crate) fn take_task(
         &mut self,
         task: &TaskRequest,
-        mask: u64,
+        mask: NodeMask,
         t: &TaskPlacement,
     ) -> Result<(), Infeasible> {
         self.check_task(task, mask, t)?;
@@ -518,7 +545,7 @@ impl ClusterState {
         let alloc = self.running.get_mut(&job).expect("freed job still running");
         let (task, tasks) = (alloc.task, Arc::clone(&alloc.tasks));
         for t in tasks.iter() {
-            self.take_task(&task, u64::MAX, t)
+            self.take_task(&task, NodeMask::ANY, t)
                 .expect("re-taking what was freed fits");
         }
     }
@@ -556,7 +583,7 @@ impl ClusterState {
     fn check_task(
         &self,
         task: &TaskRequest,
-        mask: u64,
+        mask: NodeMask,
         t: &TaskPlacement,
     ) -> Result<(), Infeasible> {
         let node = t.node;
@@ -571,10 +598,13 @@ impl ClusterState {
             });
         }
         if task.gpus > 0 {
-            let allowed = spec.gpu_model.is_some_and(|m| mask & (1u64 << m.0) != 0);
+            let allowed = spec.gpu_model.is_some_and(|m| mask.allows_model(m));
             if !allowed {
                 return Err(Infeasible::ModelNotAllowed { node });
             }
+        }
+        if mask.classes & (1u64 << self.spec.node_class(node)) == 0 {
+            return Err(Infeasible::LabelsNotMatched { node });
         }
         let free = self.gpu_free(node);
         for (i, g) in t.gpus.iter().enumerate() {
@@ -620,6 +650,7 @@ impl ClusterState {
             cpu: self.cpu_free[node.index()],
             mem: self.mem_free[node.index()],
             model_bit: spec.gpu_model.map_or(0, |m| 1u64 << m.0),
+            class_bit: 1u64 << self.spec.node_class(node),
         }
     }
 
@@ -630,7 +661,7 @@ impl ClusterState {
         for a in self.running.values() {
             for t in a.tasks.iter() {
                 fresh
-                    .take_task(&a.task, u64::MAX, t)
+                    .take_task(&a.task, NodeMask::ANY, t)
                     .map_err(|e| format!("job {} cannot be re-placed: {e}", a.job))?;
             }
         }
@@ -653,13 +684,14 @@ impl ClusterState {
     }
 }
 
-fn need(task: &TaskRequest, mask: u64) -> Need {
+fn need(task: &TaskRequest, mask: NodeMask) -> Need {
     Need {
         gpus: task.gpus,
         milli: task.gpu_milli,
         cpu: task.cpu_milli,
         mem: task.mem_mib,
-        mask,
+        mask: mask.models,
+        classes: mask.classes,
     }
 }
 

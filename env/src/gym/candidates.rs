@@ -33,6 +33,7 @@ use super::features::{
     Observation,
 };
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
+use crate::constraint::Constraints;
 use crate::job::{JobSpec, Qos, TaskRequest};
 use crate::metrics::{FragmentMemo, MixCounts, TaskMix};
 use crate::policy::order::{
@@ -289,10 +290,10 @@ struct Proposal {
 
 /// What a job asks for, as far as placement goes: jobs of one shape get the same answer from
 /// every proposer.
-type Shape<'a> = (TaskRequest, u32, &'a [String]);
+type Shape<'a> = (TaskRequest, u32, &'a [String], &'a Constraints);
 
 fn shape(job: &JobSpec) -> Shape<'_> {
-    (job.task, job.tasks, &job.gpu_types)
+    (job.task, job.tasks, &job.gpu_types, &job.constraints)
 }
 
 /// The proposers' answers by job shape, shared within a decision point: jobs of one shape get
@@ -305,7 +306,7 @@ fn shape(job: &JobSpec) -> Shape<'_> {
 struct ShapeAnswers {
     /// By job id: its shape's number (`None` until first asked).
     of_job: Vec<Option<usize>>,
-    numbers: FastMap<(TaskRequest, u32, Vec<String>), usize>,
+    numbers: FastMap<(TaskRequest, u32, Vec<String>, Constraints), usize>,
     /// The decision point being enumerated: bumped by `next_point`, never 0 while in use.
     point: u64,
     /// By shape number x proposer: the decision point the answer belongs to, and the answer.
@@ -328,10 +329,10 @@ impl ShapeAnswers {
             Some(n) => n,
             None => {
                 let next = self.numbers.len();
-                let (task, tasks, types) = shape(job);
+                let (task, tasks, types, constraints) = shape(job);
                 let n = *self
                     .numbers
-                    .entry((task, tasks, types.to_vec()))
+                    .entry((task, tasks, types.to_vec(), constraints.clone()))
                     .or_insert(next);
                 self.of_job[i] = Some(n);
                 n

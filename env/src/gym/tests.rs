@@ -1081,3 +1081,82 @@ fn decima_reward_sums_to_minus_the_total_jct() {
         );
     }
 }
+
+/// On a labelled cluster with a constrained trace, every candidate the environment offers (so
+/// every action a learned policy can take) meets its job's constraints, and episodes of random
+/// legal actions end with every placeable job done.
+#[test]
+fn every_candidate_meets_its_jobs_constraints() {
+    let base = cluster();
+    let mut nodes = base.nodes.clone();
+    for (i, n) in nodes.iter_mut().enumerate() {
+        n.labels
+            .insert("zone".into(), ["a", "b"][i % 2].to_string());
+    }
+    let spec = Arc::new(
+        ClusterSpec::new(
+            "zoned",
+            base.models.clone(),
+            nodes,
+            base.racks.clone(),
+            base.nvlink_domains.clone(),
+        )
+        .unwrap(),
+    );
+    let plain = synthetic().map_submit(|_| crate::units::SimTime::ZERO);
+    let jobs: Vec<_> = plain
+        .jobs()
+        .iter()
+        .map(|j| {
+            let mut j = j.clone();
+            if j.id.index() % 3 == 0 {
+                j.constraints = crate::constraint::Constraints::parse("zone=b").unwrap();
+            }
+            j.constraints.distinct_nodes = j.id.index() % 2 == 0;
+            let d = plain.true_duration(j.id);
+            (j, d)
+        })
+        .collect();
+    let (specs, durs): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
+    let trace = Trace::new("zoned", specs, durs, plain.tenants().to_vec()).unwrap();
+    let mut env = SchedEnv::new(
+        &trace,
+        Arc::clone(&spec),
+        cfg(RewardConfig::default(), 0, 0.0),
+    )
+    .unwrap();
+    let (mut obs, mut info) = env.reset(3).unwrap();
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut checked = 0;
+    loop {
+        for i in 0..info.candidates {
+            let c = env.candidate(i).unwrap();
+            let job = trace.job(c.placement.job);
+            let nodes: Vec<_> = c.placement.tasks.iter().map(|t| t.node).collect();
+            for n in &nodes {
+                assert!(
+                    job.constraints.admits(&spec.node(*n).labels),
+                    "{} {:?} on {n} {:?} via {:?}",
+                    job.name,
+                    job.constraints,
+                    spec.node(*n).labels,
+                    c
+                );
+            }
+            if job.constraints.distinct_nodes {
+                let mut d = nodes.clone();
+                d.sort_unstable();
+                d.dedup();
+                assert_eq!(d.len(), nodes.len(), "{} co-located", job.name);
+            }
+            checked += 1;
+        }
+        let s = env.step(random(&obs, &mut rng)).unwrap();
+        if s.terminated || s.truncated {
+            assert!(s.terminated);
+            break;
+        }
+        (obs, info) = (s.obs, s.info);
+    }
+    assert!(checked > 20, "{checked}");
+}

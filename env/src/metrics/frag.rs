@@ -333,8 +333,8 @@ impl FragTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::TaskPlacement;
     use crate::cluster::tests::uniform;
+    use crate::cluster::{NodeMask, TaskPlacement};
     use crate::job::TaskRequest;
     use crate::job::tests::job;
     use crate::units::{JobId, SimTime};
@@ -375,10 +375,15 @@ mod tests {
                 s.release(running.swap_remove(k)).unwrap();
             } else {
                 let task = shapes[next() % shapes.len()];
-                let fits: Vec<NodeId> = s.nodes_fitting(&task, u64::MAX).collect();
+                let fits: Vec<NodeId> = s.nodes_fitting(&task, NodeMask::ANY).collect();
                 if let Some(node) = fits.get(next() % fits.len().max(1)).copied() {
                     let t = s
-                        .fit_task_on(&task, u64::MAX, node, crate::cluster::FitStrategy::BestFit)
+                        .fit_task_on(
+                            &task,
+                            NodeMask::ANY,
+                            node,
+                            crate::cluster::FitStrategy::BestFit,
+                        )
                         .unwrap();
                     let mut j = job("j", 0, task);
                     j.id = JobId(step);

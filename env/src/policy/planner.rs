@@ -4,7 +4,7 @@
 //! than copying the cluster (O(nodes) per decision), the planner applies each choice to the
 //! state with its index and keeps a journal to roll back, so a decision costs O(k log n).
 
-use crate::cluster::{ClusterState, FitStrategy, Infeasible, TaskPlacement};
+use crate::cluster::{ClusterState, FitStrategy, Infeasible, NodeMask, TaskPlacement};
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::JobId;
 use std::cell::RefMut;
@@ -61,8 +61,39 @@ impl<'a> Planner<'a> {
     }
 
     /// Tentatively takes the given placement (for placers with their own node choice).
+    /// Checked as `ClusterState::allocate` checks it, distinct nodes included.
     pub fn reserve(&mut self, job: &JobSpec, tasks: &[TaskPlacement]) -> Result<(), Infeasible> {
-        let mask = self.state.spec().model_mask(&job.gpu_types);
+        if job.constraints.distinct_nodes
+            && let Some(i) =
+                (1..tasks.len()).find(|i| tasks[..*i].iter().any(|t| t.node == tasks[*i].node))
+        {
+            return Err(Infeasible::SameNode {
+                node: tasks[i].node,
+            });
+        }
+        self.reserve_tasks(job, tasks)
+    }
+
+    /// One more task of a gang being placed task by task (whose caller keeps its nodes
+    /// distinct where the job needs it).
+    pub(crate) fn reserve_task(
+        &mut self,
+        job: &JobSpec,
+        t: &TaskPlacement,
+    ) -> Result<(), Infeasible> {
+        self.reserve_tasks(job, std::slice::from_ref(t))
+    }
+
+    /// Hides `node` from node searches until `clear_excluded` (a distinct-nodes gang's).
+    pub(crate) fn exclude_node(&mut self, node: crate::units::NodeId) {
+        self.state.exclude_node(node);
+    }
+    pub(crate) fn clear_excluded(&mut self) {
+        self.state.clear_excluded();
+    }
+
+    fn reserve_tasks(&mut self, job: &JobSpec, tasks: &[TaskPlacement]) -> Result<(), Infeasible> {
+        let mask = self.state.spec().job_mask(job);
         let mark = self.journal.len();
         for t in tasks {
             if let Err(e) = self.state.take_task(&job.task, mask, t) {
@@ -128,7 +159,7 @@ impl<'a> Planner<'a> {
                 Entry::Took(task, t) => self.state.give_back_task(&task, &t),
                 Entry::Gave(task, t) => self
                     .state
-                    .take_task(&task, u64::MAX, &t)
+                    .take_task(&task, NodeMask::ANY, &t)
                     .expect("re-taking what this planner gave back fits"),
                 Entry::Freed(job) => {
                     self.freed.remove(&job);

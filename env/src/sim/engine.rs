@@ -3,6 +3,7 @@
 use super::config::{Resolved, SimConfig};
 use super::rates::Rates;
 use crate::cluster::{Allocation, ClusterSpec, ClusterState, FitStrategy, Infeasible};
+use crate::constraint::Constraints;
 use crate::job::{JobSpec, Trace};
 use crate::metrics::{self, FragTracker, JobRecord, Summary, TaskMix, TimelineRow};
 use crate::policy::{Decision, DecisionContext, JobRuntime, JobState, Policy};
@@ -829,10 +830,11 @@ impl Spans {
 /// Jobs that do not fit the empty cluster, with why. Jobs of one shape are checked once.
 fn unplaceable_jobs(trace: &Trace, spec: &Arc<ClusterSpec>) -> Vec<(JobId, Infeasible)> {
     let mut empty = ClusterState::new(Arc::clone(spec));
-    let mut seen: HashMap<(u32, crate::job::TaskRequest, &[String]), bool> = HashMap::new();
+    type Shape<'a> = (u32, crate::job::TaskRequest, &'a [String], &'a Constraints);
+    let mut seen: HashMap<Shape<'_>, bool> = HashMap::new();
     let mut out = Vec::new();
     for j in trace.jobs() {
-        let key = (j.tasks, j.task, j.gpu_types.as_slice());
+        let key = (j.tasks, j.task, j.gpu_types.as_slice(), &j.constraints);
         let fits = *seen
             .entry(key)
             .or_insert_with(|| empty.find_job_placement(j, FitStrategy::FirstFit).is_some());
@@ -840,6 +842,10 @@ fn unplaceable_jobs(trace: &Trace, spec: &Arc<ClusterSpec>) -> Vec<(JobId, Infea
             let why = if j.task.gpus > 0 && spec.model_mask(&j.gpu_types) & model_bits(spec) == 0 {
                 Infeasible::NoAllowedModel {
                     gpu_types: j.gpu_types.clone(),
+                }
+            } else if spec.class_mask(&j.constraints) == 0 {
+                Infeasible::NoNodeMatches {
+                    constraints: j.constraints.label_text(),
                 }
             } else {
                 Infeasible::NeverFits

@@ -31,6 +31,8 @@ pub use engine::{Progress, SimError, SimResult, Simulator};
 pub use workload::{SizingRule, WorkloadError, parse_window, respread_durations, scale_to_load};
 
 #[cfg(test)]
+mod constraint_tests;
+#[cfg(test)]
 mod rate_tests;
 #[cfg(test)]
 mod tests;

@@ -181,6 +181,7 @@ fn parse_instance(
         kind: JobKind::Inference,
         estimate: None,
         workload: None,
+        constraints: Default::default(),
     };
     Ok(Row::Kept(Instance {
         job,

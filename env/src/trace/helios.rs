@@ -341,6 +341,7 @@ fn parse_job(
         },
         estimate: None,
         workload: None,
+        constraints: Default::default(),
     };
     Ok(Row::Kept(WallClockJob {
         job,

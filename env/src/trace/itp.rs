@@ -109,6 +109,7 @@ impl ItpOptions {
             kind: JobKind::Training,
             estimate: None,
             workload: None,
+            constraints: Default::default(),
         }
     }
 }

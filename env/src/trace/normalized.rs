@@ -36,6 +36,7 @@
 use super::table::{self, Table, Unknown};
 use super::{ReadReport, TraceFormat, TraceRead, TraceReadError};
 use crate::cluster::MAX_GPUS_PER_NODE;
+use crate::constraint::Constraints;
 use crate::job::{JobKind, JobSpec, Qos, TaskRequest, Trace, WorkloadType};
 use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use csv::StringRecord;
@@ -49,11 +50,15 @@ pub const VERSION: &str = "v1";
 /// First field of the optional tenant-table line.
 pub const TENANTS: &str = "#tenants";
 /// The 15 required columns of schema v1, in the order Lachesis writes them.
-pub const COLUMNS: &[&str] = COLUMNS_WITH_WORKLOAD.split_at(15).0;
+pub const COLUMNS: &[&str] = ALL_COLUMNS.split_at(15).0;
 /// The optional 16th column: the job's workload type.
 pub const WORKLOAD: &str = "workload";
-/// [`COLUMNS`], then [`WORKLOAD`].
-const COLUMNS_WITH_WORKLOAD: &[&str] = &[
+/// The optional pair of columns of node constraints (`crate::constraint`'s text form; empty:
+/// none) and whether a gang needs distinct nodes (`true`/`false`).
+pub const CONSTRAINTS: &str = "constraints";
+pub const DISTINCT_NODES: &str = "distinct_nodes";
+/// [`COLUMNS`], then [`WORKLOAD`], [`CONSTRAINTS`] and [`DISTINCT_NODES`].
+const ALL_COLUMNS: &[&str] = &[
     "job_id",
     "submit_s",
     "duration_s",
@@ -70,7 +75,31 @@ const COLUMNS_WITH_WORKLOAD: &[&str] = &[
     "kind",
     "estimate_s",
     WORKLOAD,
+    CONSTRAINTS,
+    DISTINCT_NODES,
 ];
+/// [`COLUMNS`] and the constraint pair, without [`WORKLOAD`].
+const COLUMNS_WITH_CONSTRAINTS: &[&str] = &[
+    "job_id",
+    "submit_s",
+    "duration_s",
+    "tasks",
+    "gpus",
+    "gpu_milli",
+    "cpu_milli",
+    "mem_mib",
+    "gpu_types",
+    "tenant",
+    "priority",
+    "qos",
+    "preemptible",
+    "kind",
+    "estimate_s",
+    CONSTRAINTS,
+    DISTINCT_NODES,
+];
+/// [`COLUMNS`], then [`WORKLOAD`].
+const COLUMNS_WITH_WORKLOAD: &[&str] = ALL_COLUMNS.split_at(16).0;
 
 /// Why a trace could not be written in the normalized format.
 #[derive(Debug, thiserror::Error)]
@@ -105,10 +134,14 @@ pub fn read(
         return Err(table::missing_header(source, &reader, COLUMNS));
     }
     let typed = record.iter().any(|column| column.trim() == WORKLOAD);
-    let columns = if typed {
-        COLUMNS_WITH_WORKLOAD
-    } else {
-        COLUMNS
+    let constrained = record
+        .iter()
+        .any(|column| [CONSTRAINTS, DISTINCT_NODES].contains(&column.trim()));
+    let columns = match (typed, constrained) {
+        (false, false) => COLUMNS,
+        (true, false) => COLUMNS_WITH_WORKLOAD,
+        (false, true) => COLUMNS_WITH_CONSTRAINTS,
+        (true, true) => ALL_COLUMNS,
     };
     let mut rows = Table::with_header(source, reader, record, columns, Unknown::Reject)?;
 
@@ -119,6 +152,9 @@ pub fn read(
         let (mut job, duration) = parse_job(&row, &mut tenants)?;
         if typed {
             job.workload = parse_workload(&row, workload_names)?;
+        }
+        if constrained {
+            job.constraints = parse_constraints(&row)?;
         }
         jobs.push(job);
         durations.push(duration);
@@ -237,8 +273,20 @@ fn parse_job(
             .ok_or_else(|| row.expected("kind", "training, inference or batch"))?,
         estimate: row.opt_secs("estimate_s")?,
         workload: None,
+        constraints: Default::default(),
     };
     Ok((job, row.secs("duration_s")?))
+}
+
+/// The `constraints` and `distinct_nodes` fields.
+fn parse_constraints(row: &table::Row<'_>) -> Result<Constraints, TraceReadError> {
+    let mut c = Constraints::parse(row.str(CONSTRAINTS)).map_err(|e| row.error(CONSTRAINTS, e))?;
+    c.distinct_nodes = match row.str(DISTINCT_NODES).trim() {
+        "" | "false" => false,
+        "true" => true,
+        _ => return Err(row.expected(DISTINCT_NODES, "true, false or nothing")),
+    };
+    Ok(c)
 }
 
 /// The `workload` field: empty is untyped; a name must be a known type.
@@ -269,10 +317,12 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
     out.write_record([format!("{MAGIC} {VERSION}")])?;
     out.write_record(std::iter::once(TENANTS).chain(trace.tenants().iter().map(String::as_str)))?;
     let typed = trace.jobs().iter().any(|j| j.workload.is_some());
-    out.write_record(if typed {
-        COLUMNS_WITH_WORKLOAD
-    } else {
-        COLUMNS
+    let constrained = trace.jobs().iter().any(|j| !j.constraints.is_none());
+    out.write_record(match (typed, constrained) {
+        (false, false) => COLUMNS,
+        (true, false) => COLUMNS_WITH_WORKLOAD,
+        (false, true) => COLUMNS_WITH_CONSTRAINTS,
+        (true, true) => ALL_COLUMNS,
     })?;
     for job in trace.jobs() {
         let fields = [
@@ -293,11 +343,17 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
             job.estimate.map(format_secs).unwrap_or_default(),
         ];
         let workload = job.workload.as_ref().map_or("", WorkloadType::as_str);
-        if typed {
-            out.write_record(fields.iter().map(String::as_str).chain([workload]))?;
-        } else {
-            out.write_record(&fields)?;
-        }
+        let constraints = [
+            job.constraints.label_text(),
+            job.constraints.distinct_nodes.to_string(),
+        ];
+        let extra = typed.then_some(workload).into_iter().chain(
+            constrained
+                .then(|| constraints.iter().map(String::as_str))
+                .into_iter()
+                .flatten(),
+        );
+        out.write_record(fields.iter().map(String::as_str).chain(extra))?;
     }
     out.flush()?;
     Ok(())
@@ -319,6 +375,13 @@ fn check_representable(trace: &Trace) -> Result<(), TraceWriteError> {
                     job.name
                 ));
             }
+        }
+        let text = job.constraints.label_text();
+        if Constraints::parse(&text).map(|c| c.any_of) != Ok(job.constraints.any_of.clone()) {
+            return bad(format!(
+                "job {}: constraints {text:?} do not read back the same",
+                job.name
+            ));
         }
     }
     Ok(())
@@ -439,6 +502,47 @@ mod tests {
     }
 
     #[test]
+    fn constraint_columns_are_optional_read_written_and_checked() {
+        let text = format!(
+            "#lachesis-trace v1\n#tenants,t\n{HEADER},constraints,distinct_nodes\n\
+             a,0,10,2,1,1000,0,0,,t,0,best-effort,true,training,,zone=a&ib|!ib,true\n\
+             b,1,10,1,1,1000,0,0,,t,0,best-effort,true,training,,,\n"
+        );
+        let t = read_str(&text).unwrap().trace;
+        let a = &t.jobs()[0].constraints;
+        assert_eq!(a.label_text(), "zone=a&ib|!ib");
+        assert!(a.distinct_nodes);
+        assert!(t.jobs()[1].constraints.is_none());
+        let mut out = Vec::new();
+        write_normalized(&t, &mut out).unwrap();
+        let again = read_str(std::str::from_utf8(&out).unwrap()).unwrap().trace;
+        assert_eq!(again.jobs(), t.jobs());
+        // A trace without constraints is written without the columns, as before.
+        let plain = read_str(&format!(
+            "#lachesis-trace v1\n#tenants,t\n{HEADER}\n\
+             b,1,10,1,1,1000,0,0,,t,0,best-effort,true,training,\n"
+        ))
+        .unwrap()
+        .trace;
+        let mut out = Vec::new();
+        write_normalized(&plain, &mut out).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("constraints"));
+        // Bad values name the file, line and field.
+        let bad = text.replace("zone=a&ib|!ib", "[ib|nvlink]");
+        assert!(
+            err(&bad).starts_with("x.csv line 4, field constraints:"),
+            "{}",
+            err(&bad)
+        );
+        let bad = text.replace(",true\n", ",yes\n");
+        assert!(
+            err(&bad).starts_with("x.csv line 4, field distinct_nodes: expected true, false"),
+            "{}",
+            err(&bad)
+        );
+    }
+
+    #[test]
     fn workload_column_is_optional_read_written_and_checked() {
         let text = format!(
             "#lachesis-trace v1\n#tenants,t\n{HEADER},workload\n\
@@ -553,6 +657,7 @@ mod tests {
                 tenant: TenantId(tenant as u32), priority, qos, preemptible, kind,
                 estimate: estimate.map(SimTime),
                 workload: workload.and_then(WorkloadType::new),
+                constraints: Default::default(),
             }
         }
     }

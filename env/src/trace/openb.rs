@@ -177,6 +177,7 @@ fn pod_job(
         },
         estimate: None,
         workload: None,
+        constraints: Default::default(),
     }
 }
 

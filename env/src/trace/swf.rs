@@ -417,6 +417,7 @@ fn parse_job(
         kind: JobKind::Batch,
         estimate: (estimate >= 0).then(|| SimTime::from_secs(estimate.unsigned_abs())),
         workload: None,
+        constraints: Default::default(),
     };
     Ok(Row::Kept(job, SimTime::from_secs(run.unsigned_abs())))
 }

@@ -70,6 +70,7 @@ pub fn synthetic_trace(jobs: usize, cluster: &ClusterSpec, load: f64, seed: u64)
             kind: JobKind::Training,
             estimate: None,
             workload: None,
+            constraints: Default::default(),
         });
     }
     // Poisson arrivals whose span makes work / (capacity x span) = load.

@@ -118,7 +118,7 @@ impl Extender {
     fn prepare(&self, args: ExtenderArgs) -> Result<Prepared, FieldError> {
         let now_ms = unix_now_ms();
         let pod = args.pod.ok_or_else(|| field_error("Pod", "missing"))?;
-        let job = pod_to_job(&pod, self.cfg(), now_ms)?;
+        let mut job = pod_to_job(&pod, self.cfg(), now_ms)?;
         let mut candidates = Vec::new();
         let mode = match (args.nodes, args.node_names) {
             (Some(mut list), _) => {
@@ -163,6 +163,9 @@ impl Extender {
                         raw: None,
                     });
                 }
+                // Inventory reports carry no Kubernetes labels: the pod's selector and affinity
+                // cannot be checked here, and kube-scheduler's own filters already have.
+                job.constraints.clear();
                 Mode::Cache
             }
             (None, None) => {
@@ -290,7 +293,10 @@ impl Extender {
     ) -> Result<ExtenderPreemptionResult, VerbError> {
         let now_ms = unix_now_ms();
         let pod = args.pod.ok_or_else(|| field_error("Pod", "missing"))?;
-        let job = pod_to_job(&pod, self.cfg(), now_ms)?;
+        let mut job = pod_to_job(&pod, self.cfg(), now_ms)?;
+        // Victims' nodes come from inventory reports, without Kubernetes labels; the nodes
+        // kube-scheduler proposes already pass the pod's selector and affinity.
+        job.constraints.clear();
         let spec = job_spec(&job)?;
         let mut out = BTreeMap::new();
         if let Some(map) = args.node_name_to_victims {
@@ -548,6 +554,12 @@ fn never_fits_on(node: &proto::Node, spec: &JobSpec) -> Result<(), String> {
         return Err(format!(
             "the node has {} MiB allocatable, the pod requests {}",
             node.mem_mib, t.mem_mib
+        ));
+    }
+    if !spec.constraints.admits(&state.spec().nodes[0].labels) {
+        return Err(format!(
+            "the node's labels do not meet the pod's nodeSelector/affinity ({})",
+            spec.constraints.label_text()
         ));
     }
     Err("the pod does not fit even on the empty node".into())

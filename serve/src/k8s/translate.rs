@@ -8,6 +8,7 @@ use super::quantity::Quantity;
 use super::types::{Container, Node, Pod, ResourceList};
 use crate::config::KubernetesConfig;
 use crate::proto;
+use lachesis_env::constraint::{Constraints, LabelTerm, is_label_key};
 use lachesis_env::units::GPU_MILLI;
 use std::collections::BTreeMap;
 
@@ -296,8 +297,63 @@ pub fn pod_to_job(
         mem_mib: r.mem_mib,
         gpu_types: pod_gpu_types(pod, cfg)?,
         wait_ms,
+        constraints: pod_constraints(pod).label_text(),
         ..Default::default()
     })
+}
+
+/// The pod's `nodeSelector` and required node affinity as label constraints: each affinity
+/// term (ORed) ANDed with the selector. `In`, `NotIn`, `Exists` and `DoesNotExist` are
+/// carried; `Gt`, `Lt`, `matchFields` and keys or values the constraint text cannot carry are
+/// left out. Leaving one out only widens the set, and kube-scheduler's own NodeAffinity
+/// filter has already removed the nodes they exclude from the candidates it sends, so the
+/// service still never chooses a node the pod may not use.
+pub fn pod_constraints(pod: &Pod) -> Constraints {
+    let plain = |s: &str| is_label_key(s);
+    let value_ok = |v: &String| v.is_empty() || plain(v);
+    let selector: Vec<LabelTerm> = pod
+        .spec
+        .node_selector
+        .iter()
+        .filter(|(k, v)| plain(k) && value_ok(v))
+        .map(|(k, v)| LabelTerm::In {
+            key: k.clone(),
+            values: vec![v.clone()],
+        })
+        .collect();
+    let mut c = Constraints::default();
+    if let Some(required) = &pod
+        .spec
+        .affinity
+        .node_affinity
+        .required_during_scheduling_ignored_during_execution
+    {
+        for term in &required.node_selector_terms {
+            let all: Vec<LabelTerm> = term
+                .match_expressions
+                .iter()
+                .filter(|r| plain(&r.key) && r.values.iter().all(value_ok))
+                .filter_map(|r| {
+                    let (key, values) = (r.key.clone(), r.values.clone());
+                    match r.operator.as_str() {
+                        "In" => Some(LabelTerm::In { key, values }),
+                        "NotIn" => Some(LabelTerm::NotIn { key, values }),
+                        "Exists" => Some(LabelTerm::Exists { key }),
+                        "DoesNotExist" => Some(LabelTerm::DoesNotExist { key }),
+                        _ => None,
+                    }
+                })
+                .collect();
+            if all.is_empty() {
+                // A term that constrains nothing we carry admits every node: so does the OR.
+                c.any_of.clear();
+                break;
+            }
+            c.any_of.push(all);
+        }
+    }
+    c.and_all(&selector);
+    c
 }
 
 /// A node object as a snapshot node with nothing known to be in use (kube-scheduler sends no
@@ -352,6 +408,14 @@ pub fn node_to_proto(
         gpus,
         cpu_milli,
         mem_mib,
+        // Every label, for pods' selectors and affinity (the service keeps only those some
+        // pod selects on where there are too many distinct sets).
+        labels: node
+            .metadata
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         ..Default::default()
     })
 }

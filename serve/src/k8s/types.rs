@@ -182,6 +182,50 @@ pub struct PodSpec {
     pub node_selector: BTreeMap<String, String>,
     #[serde(deserialize_with = "null_as_default")]
     pub node_name: String,
+    #[serde(deserialize_with = "null_as_default")]
+    pub affinity: Affinity,
+}
+
+/// `v1.Affinity`, the node affinity part.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Affinity {
+    #[serde(deserialize_with = "null_as_default")]
+    pub node_affinity: NodeAffinity,
+}
+
+/// `v1.NodeAffinity`: only the required part constrains placement (preferred terms are
+/// kube-scheduler's scoring).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeAffinity {
+    pub required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
+}
+
+/// `v1.NodeSelector`: the terms are ORed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelector {
+    #[serde(deserialize_with = "null_as_default")]
+    pub node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+/// `v1.NodeSelectorTerm`: the expressions are ANDed (`matchFields` is not read).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelectorTerm {
+    #[serde(deserialize_with = "null_as_default")]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+}
+
+/// `v1.NodeSelectorRequirement`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelectorRequirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(deserialize_with = "null_as_default")]
+    pub values: Vec<String>,
 }
 
 /// `v1.Container`, the fields the extender reads.

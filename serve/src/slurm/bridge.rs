@@ -466,6 +466,8 @@ impl<C: SlurmCtl> Bridge<C> {
                     chosen.push(t.node.clone());
                 }
                 if let Err(why) = translate::can_run(job, &chosen, &by_name) {
+                    // A safety net: the service meets features and distinct nodes itself, so
+                    // this fires only for what it does not model (see docs/slurm.md).
                     tracing::warn!(job = id, %why, "placement refused: Slurm could not run it there");
                     report.refused.push((id, why));
                     continue;

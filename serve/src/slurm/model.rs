@@ -2,6 +2,7 @@
 //! `SLURM_TIME_FORMAT=%s`, so times are Unix seconds).
 
 use super::parse::{self, expand_hostlist, fields, get, gpu_gres, is_null, mem_mib};
+use lachesis_env::constraint::{Constraints, LabelTerm, NodeLabels};
 use std::collections::BTreeSet;
 
 /// One node as `scontrol -d -o show node` prints it.
@@ -24,6 +25,14 @@ pub struct SlurmNode {
 }
 
 impl SlurmNode {
+    /// The node's features as labels (each a key with an empty value), what a job's
+    /// `constraint` is checked against.
+    pub fn feature_labels(&self) -> NodeLabels {
+        self.features
+            .iter()
+            .map(|f| (f.clone(), String::new()))
+            .collect()
+    }
     /// Parses one record; the error names the node (when known) and the field.
     pub fn parse(line: &str) -> Result<SlurmNode, String> {
         let f = fields(line);
@@ -168,8 +177,10 @@ pub struct SlurmJob {
     pub req_nodes: Vec<String>,
     pub exc_nodes: Vec<String>,
     pub node_list: Vec<String>,
-    /// Required node features (`Features=`), a plain `&`-list only.
-    pub features: Vec<String>,
+    /// Required node features (`Features=`, from `--constraint`) as label constraints on the
+    /// nodes' features: `&` and `|` of feature names. Brackets, counts (`ib*2`) and
+    /// parentheses are not supported: such a job goes to Slurm's own scheduler.
+    pub constraint: Constraints,
     pub admin_comment: String,
     pub alloc: Vec<NodeAlloc>,
 }
@@ -318,9 +329,25 @@ impl SlurmJob {
         let hosts = |key: &str| -> Result<Vec<String>, String> {
             expand_hostlist(get(&f, key).unwrap_or("")).map_err(|e| format!("job {id}: {key}: {e}"))
         };
-        let features = match get(&f, "Features") {
-            Some(v) if !is_null(v) => v.split('&').map(|s| s.trim().to_string()).collect(),
-            _ => Vec::new(),
+        let constraint = match get(&f, "Features") {
+            Some(v) if !is_null(v) => match Constraints::parse(v) {
+                Ok(c)
+                    if !c
+                        .any_of
+                        .iter()
+                        .flatten()
+                        .any(|t| !matches!(t, LabelTerm::Exists { .. })) =>
+                {
+                    c
+                }
+                Ok(_) | Err(_) => {
+                    gpu_shape_error.get_or_insert_with(|| {
+                        format!("a feature constraint {v:?} beyond `&` and `|` of features")
+                    });
+                    Constraints::default()
+                }
+            },
+            _ => Constraints::default(),
         };
         Ok(SlurmJob {
             id,
@@ -350,7 +377,7 @@ impl SlurmJob {
             req_nodes: hosts("ReqNodeList")?,
             exc_nodes: hosts("ExcNodeList")?,
             node_list: hosts("NodeList")?,
-            features,
+            constraint,
             admin_comment: text("AdminComment"),
             alloc,
         })
@@ -440,7 +467,7 @@ mod tests {
         assert_eq!((p.gpus_per_node, p.gpu_type.as_deref()), (1, Some("v100")));
         assert_eq!(p.mem_per_node_mib, 8192);
         assert_eq!(p.time_limit_ms, Some(1_800_000));
-        assert_eq!(p.features, ["nvlink", "ib"]);
+        assert_eq!(p.constraint.label_text(), "nvlink&ib");
         assert_eq!(p.admin_comment, "lachesis:managed");
         assert!(p.req_nodes.is_empty() && p.node_list.is_empty());
     }

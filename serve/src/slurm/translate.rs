@@ -46,6 +46,9 @@ pub fn role(cfg: &BridgeConfig, job: &SlurmJob, recently_requeued: bool) -> Role
     Role::Candidate
 }
 
+/// Labels the service reads as topology: features of these names are not passed on.
+const TOPOLOGY_LABELS: [&str; 2] = ["rack", "nvlink_domain"];
+
 /// One group's snapshot.
 #[derive(Debug, Clone)]
 pub struct Group {
@@ -118,6 +121,11 @@ fn job_proto(
             .map_or(0, |s| now_s.saturating_sub(s).saturating_mul(1000)),
         kind: String::new(),
         attained_ms: attained.get(&job.id).copied().unwrap_or(0),
+        // Slurm places one task a node on `NumNodes` distinct nodes, on nodes with the
+        // features `--constraint` asks for: the service's decision meets both, so `can_run`
+        // (kept as a safety net) should never refuse it.
+        constraints: job.constraint.label_text(),
+        distinct_nodes: job.nodes > 1,
         // Only pending jobs have been idle since a run; a running one's last stop is stale.
         idle_ms: stopped
             .get(&job.id)
@@ -168,8 +176,11 @@ pub fn node_can_run(job: &SlurmJob, n: &SlurmNode) -> Result<(), String> {
     if job.exc_nodes.contains(name) {
         return Err(format!("node {name} is excluded by the job"));
     }
-    if let Some(f) = job.features.iter().find(|f| !n.features.contains(f)) {
-        return Err(format!("node {name} lacks feature {f}"));
+    if !job.constraint.admits(&n.feature_labels()) {
+        return Err(format!(
+            "node {name} lacks the features {}",
+            job.constraint.label_text()
+        ));
     }
     if job.gpus_per_node > 0 {
         if let (Some(want), Some(have)) = (&job.gpu_type, &n.gpu_type)
@@ -373,7 +384,11 @@ pub fn snapshot(
                 cpu_free_milli: Some(u64::from(n.cpus).saturating_sub(u.cpu_used) * 1000),
                 mem_mib: n.mem_mib,
                 mem_free_mib: Some(n.mem_mib.saturating_sub(u.mem_used)),
-                labels: Default::default(),
+                labels: n
+                    .feature_labels()
+                    .into_iter()
+                    .filter(|(f, _)| !TOPOLOGY_LABELS.contains(&f.as_str()))
+                    .collect(),
             })
         })
         .collect();
@@ -625,11 +640,11 @@ mod tests {
                 .contains("not in partition")
         );
         let mut feat = j;
-        feat.features = vec!["ib".into()];
+        feat.constraint = lachesis_env::constraint::Constraints::parse("ib").unwrap();
         assert!(
             can_run(&feat, &["a1".into()], &by_name)
                 .unwrap_err()
-                .contains("lacks feature ib")
+                .contains("lacks the features ib")
         );
     }
 }

@@ -158,7 +158,23 @@ impl World {
                     ),
                 ));
             }
-            let shape = (spec.tasks, spec.task, spec.gpu_types.clone());
+            if let Some(keys) = &self.label_keys
+                && let Some(k) = spec.constraints.keys().find(|k| !keys.contains(*k))
+            {
+                return Err(bad_delta(
+                    format!("submitted[{i}].constraints"),
+                    format!(
+                        "label {k:?} was dropped when the session's snapshot was built (too \
+                         many distinct node label sets to keep all): send a new snapshot"
+                    ),
+                ));
+            }
+            let shape = (
+                spec.tasks,
+                spec.task,
+                spec.gpu_types.clone(),
+                spec.constraints.clone(),
+            );
             let fits = match self.fits.get(&shape) {
                 Some(f) => *f,
                 None => match new_shapes.iter().find(|(s, _)| *s == shape) {
@@ -359,6 +375,8 @@ impl World {
                 kind: spec.kind.as_str().into(),
                 attained_ms: rt.attained_ms,
                 idle_ms: rt.last_stop.map(|s| self.now.saturating_sub(s).ms()),
+                constraints: spec.constraints.label_text(),
+                distinct_nodes: spec.constraints.distinct_nodes,
             };
             match rt.state {
                 JobState::Running => {

@@ -9,6 +9,7 @@ use crate::proto;
 use lachesis_env::cluster::{
     ClusterSpec, ClusterState, FitStrategy, Infeasible, NodeSpec, StateError, TaskPlacement,
 };
+use lachesis_env::constraint::Constraints;
 use lachesis_env::gpu::GpuModel;
 use lachesis_env::job::{JobKind, JobSpec, Qos, TaskRequest};
 use lachesis_env::policy::{Decision, DecisionContext, JobRuntime, JobState, Placement};
@@ -26,7 +27,7 @@ mod delta;
 pub use delta::{COMPACT_AFTER, DeltaError};
 
 /// A job's shape as far as fitting the empty cluster goes.
-type Shape = (u32, TaskRequest, Vec<String>);
+type Shape = (u32, TaskRequest, Vec<String>, Constraints);
 
 /// Most nodes one snapshot may hold.
 pub const MAX_SNAPSHOT_NODES: usize = 100_000;
@@ -82,12 +83,16 @@ pub struct World {
     newest_submit: SimTime,
     /// Whether a shape fits the empty cluster, asked once per shape.
     fits: Map<Shape, bool>,
+    /// The only label keys the nodes keep, where the snapshot's label sets were too many to
+    /// keep them all (`build_spec`); `None`: every label kept.
+    label_keys: Option<Arc<BTreeSet<String>>>,
 }
 
 impl World {
     /// Validates `snapshot` and builds the world it describes.
     pub fn build(snapshot: &proto::Snapshot) -> Result<World, SnapshotError> {
-        let spec = Arc::new(build_spec(&snapshot.nodes)?);
+        let (spec, label_keys) = build_spec(&snapshot.nodes, &referenced_keys(snapshot))?;
+        let spec = Arc::new(spec);
         let node_ids: Map<String, NodeId> = spec
             .nodes
             .iter()
@@ -150,7 +155,11 @@ impl World {
             let e = &entries[i];
             let id = JobId(jobs.len() as u32);
             let tenant = intern(&mut tenants, &mut tenant_ids, &e.job.tenant);
-            let spec_job = job_spec(e.job, e.path, id, tenant, now)?;
+            let mut spec_job = job_spec(e.job, e.path, id, tenant, now)?;
+            if e.running.is_some() {
+                // Constraints steer placements; a running job's is Kubernetes' or Slurm's.
+                spec_job.constraints = Constraints::default();
+            }
             if job_ids.insert(e.job.id.clone(), id).is_some() {
                 return Err(bad(
                     format!("{}.id", e.path),
@@ -193,7 +202,12 @@ impl World {
                         }
                         rt.last_stop = Some(now.saturating_sub(SimTime(idle)));
                     }
-                    let shape = (spec_job.tasks, spec_job.task, spec_job.gpu_types.clone());
+                    let shape = (
+                        spec_job.tasks,
+                        spec_job.task,
+                        spec_job.gpu_types.clone(),
+                        spec_job.constraints.clone(),
+                    );
                     let fits_empty = *fits.entry(shape).or_insert_with(|| {
                         empty
                             .find_job_placement(&spec_job, FitStrategy::FirstFit)
@@ -270,6 +284,7 @@ impl World {
             departed: 0,
             newest_submit,
             fits,
+            label_keys: label_keys.map(Arc::new),
         };
         world.reserve_unlisted(&snapshot.nodes)?;
         world.reserved = real_jobs..world.jobs.len();
@@ -377,6 +392,7 @@ impl World {
             kind: JobKind::Batch,
             estimate: None,
             workload: None,
+            constraints: Default::default(),
         }
     }
 
@@ -546,7 +562,39 @@ pub fn describe(why: &Infeasible, spec: &ClusterSpec) -> String {
     }
 }
 
-fn build_spec(nodes: &[proto::Node]) -> Result<ClusterSpec, SnapshotError> {
+/// The label keys the snapshot's pending jobs' constraints select on (unparsable ones are
+/// refused later, naming the job).
+fn referenced_keys(snapshot: &proto::Snapshot) -> BTreeSet<String> {
+    snapshot
+        .pending
+        .iter()
+        .filter_map(|j| Constraints::parse(&j.constraints).ok())
+        .flat_map(|c| c.keys().map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
+/// The cluster the snapshot's nodes form, every label kept; or, where the nodes have more
+/// distinct label sets than feasibility indexes (per-node labels such as a hostname), only
+/// the labels whose keys are in `referenced`, returned beside the cluster.
+fn build_spec(
+    nodes: &[proto::Node],
+    referenced: &BTreeSet<String>,
+) -> Result<(ClusterSpec, Option<BTreeSet<String>>), SnapshotError> {
+    let sets: BTreeSet<std::collections::BTreeMap<&String, &String>> =
+        nodes.iter().map(|n| n.labels.iter().collect()).collect();
+    if sets.len() <= lachesis_env::cluster::MAX_LABEL_CLASSES {
+        return Ok((build_spec_with(nodes, None)?, None));
+    }
+    Ok((
+        build_spec_with(nodes, Some(referenced))?,
+        Some(referenced.clone()),
+    ))
+}
+
+fn build_spec_with(
+    nodes: &[proto::Node],
+    keep: Option<&BTreeSet<String>>,
+) -> Result<ClusterSpec, SnapshotError> {
     if nodes.is_empty() {
         return Err(bad("nodes", "the snapshot has no nodes"));
     }
@@ -655,6 +703,12 @@ fn build_spec(nodes: &[proto::Node]) -> Result<ClusterSpec, SnapshotError> {
             mem_mib: n.mem_mib,
             rack: racks.id(rack),
             nvlink_domain: domains.id(domain),
+            labels: n
+                .labels
+                .iter()
+                .filter(|(k, _)| keep.is_none_or(|keep| keep.contains(*k)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         });
     }
     if models.len() > lachesis_env::cluster::MAX_GPU_MODELS {
@@ -840,6 +894,15 @@ fn job_spec(
     for (g, t) in job.gpu_types.iter().enumerate() {
         check_name(t, || format!("{path}.gpu_types[{g}]"))?;
     }
+    if job.constraints.len() > MAX_NAME_BYTES * 4 {
+        return Err(bad(
+            field("constraints"),
+            format!("longer than {} bytes", MAX_NAME_BYTES * 4),
+        ));
+    }
+    let mut constraints =
+        Constraints::parse(&job.constraints).map_err(|m| bad(field("constraints"), m))?;
+    constraints.distinct_nodes = job.distinct_nodes && tasks > 1;
     let estimate = match job.estimate_ms {
         Some(0) => {
             return Err(bad(
@@ -863,12 +926,74 @@ fn job_spec(
         kind,
         estimate,
         workload: None,
+        constraints,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 70 nodes, each with its own hostname label (70 label sets, more than feasibility
+    /// indexes) and a zone: the world keeps only the zone, which a pending job selects on, and
+    /// best fit places the job in that zone. Bad constraint text names its field.
+    #[test]
+    fn constraints_reach_feasibility_and_label_sets_are_trimmed() {
+        let node = |i: usize| proto::Node {
+            name: format!("n{i}"),
+            gpu_model: "A100".into(),
+            gpus: 8,
+            cpu_milli: 64_000,
+            mem_mib: 512_000,
+            labels: [
+                ("kubernetes.io/hostname".to_string(), format!("n{i}")),
+                (
+                    "zone".to_string(),
+                    if i == 41 { "b" } else { "a" }.to_string(),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let job = proto::Job {
+            id: "p".into(),
+            tasks: 2,
+            gpus_per_task: 1,
+            constraints: "zone=b".into(),
+            ..Default::default()
+        };
+        let mut snap = proto::Snapshot {
+            nodes: (0..70).map(node).collect(),
+            pending: vec![job],
+            ..Default::default()
+        };
+        let world = World::build(&snap).unwrap();
+        assert_eq!(
+            world.label_keys.as_deref(),
+            Some(&BTreeSet::from(["zone".to_string()]))
+        );
+        let placed = world
+            .context()
+            .planner()
+            .place(world.job(JobId(0)), FitStrategy::BestFit)
+            .unwrap();
+        assert!(
+            placed
+                .iter()
+                .all(|t| t.node == world.node_id("n41").unwrap())
+        );
+        // Distinct nodes: zone b has one node, so a 2-task distinct gang never fits.
+        snap.pending[0].distinct_nodes = true;
+        let e = World::build(&snap).unwrap_err().to_string();
+        assert!(
+            e.contains("pending[0]") && e.contains("does not fit"),
+            "{e}"
+        );
+        snap.pending[0].constraints = "zone=[b]".into();
+        let e = World::build(&snap).unwrap_err().to_string();
+        assert!(e.starts_with("snapshot.pending[0].constraints:"), "{e}");
+    }
 
     #[test]
     fn idle_time_and_preemptions_set_the_last_stop() {

@@ -5,6 +5,7 @@
 //! node as the field at fault plus a message, and the caller adds the location.
 
 use crate::cluster::{ClusterError, ClusterSpec, MAX_GPU_MODELS, MAX_GPUS_PER_NODE, NodeSpec};
+use crate::constraint::NodeLabels;
 use crate::gpu::GpuModel;
 use crate::units::GpuModelId;
 use serde::Deserialize;
@@ -44,6 +45,8 @@ pub(crate) struct NodeShape<'a> {
     /// Explicit rack name; `None` for an automatic rack.
     pub rack: Option<&'a str>,
     pub nvlink: NvlinkScope,
+    /// Node labels (`crate::constraint`); `None` for none.
+    pub labels: Option<&'a NodeLabels>,
 }
 
 /// A node the builder refused: the input field at fault (as the TOML file spells it) and why.
@@ -210,6 +213,13 @@ impl ClusterBuilder {
         if shape.rack.is_some_and(|r| r.trim().is_empty()) {
             return Err(rejected("rack", "rack name is empty".into()));
         }
+        let labels = shape.labels.cloned().unwrap_or_default();
+        if let Some(k) = labels.keys().find(|k| !crate::constraint::is_label_key(k)) {
+            return Err(rejected(
+                "labels",
+                format!("label key {k:?}: letters, digits and -_./ only"),
+            ));
+        }
         Ok(NodeSpec {
             name: String::new(),
             gpu_model,
@@ -218,6 +228,7 @@ impl ClusterBuilder {
             mem_mib,
             rack: 0,
             nvlink_domain: 0,
+            labels,
         })
     }
 

@@ -6,6 +6,7 @@
 use super::ClusterLoadError;
 use super::builder::{ClusterBuilder, DEFAULT_RACK_SIZE, NodeShape, NvlinkScope, Rejected};
 use crate::cluster::ClusterSpec;
+use crate::constraint::NodeLabels;
 use crate::gpu::GpuModel;
 use serde::Deserialize;
 use std::ops::Range;
@@ -54,6 +55,8 @@ struct NodeEntry {
     mem_mib: Option<Spanned<u64>>,
     rack: Option<Spanned<String>>,
     nvlink_domain: Option<Spanned<NvlinkScope>>,
+    /// Node labels, `key = "value"` (a Slurm-style feature: an empty value).
+    labels: Option<Spanned<NodeLabels>>,
 }
 
 impl NodeEntry {
@@ -68,6 +71,7 @@ impl NodeEntry {
             "cpu_milli" => self.cpu_milli.as_ref().map(Spanned::span),
             "mem_mib" => self.mem_mib.as_ref().map(Spanned::span),
             "rack" => self.rack.as_ref().map(Spanned::span),
+            "labels" => self.labels.as_ref().map(Spanned::span),
             _ => None,
         }
     }
@@ -83,6 +87,7 @@ impl NodeEntry {
                 .nvlink_domain
                 .as_ref()
                 .map_or(NvlinkScope::Node, |d| *d.get_ref()),
+            labels: self.labels.as_ref().map(Spanned::get_ref),
         }
     }
 }
@@ -363,6 +368,37 @@ mod tests {
         assert_eq!(
             (t4.name.as_str(), t4.cpu_milli, t4.mem_mib),
             ("t4-0000", 64_000, 524_288)
+        );
+    }
+
+    #[test]
+    fn nodes_carry_labels_and_bad_keys_are_refused() {
+        let text = r#"
+            [[nodes]]
+            count = 2
+            gpus = 4
+            gpu_model = "A100"
+            labels = { zone = "a", ib = "" }
+
+            [[nodes]]
+            gpus = 4
+            gpu_model = "A100"
+        "#;
+        let spec = parse_cluster_toml(text, "c.toml").unwrap();
+        assert_eq!(
+            spec.nodes[1].labels.get("zone").map(String::as_str),
+            Some("a")
+        );
+        assert!(spec.nodes[1].labels.contains_key("ib"));
+        assert!(spec.nodes[2].labels.is_empty());
+        let c = crate::constraint::Constraints::parse("zone=a&ib").unwrap();
+        assert_eq!(spec.class_mask(&c), 0b01, "the labelled class only");
+        let bad = text.replace("ib = \"\"", "\"i b\" = \"\"");
+        let e = error(&bad);
+        assert!(e.starts_with("c.toml:6:"), "{e}");
+        assert!(
+            e.contains("nodes[0].labels") && e.contains("\"i b\""),
+            "{e}"
         );
     }
 

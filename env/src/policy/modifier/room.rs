@@ -20,7 +20,7 @@
 //! exactly when the counts add up to the gang's size. A job freed twice is counted twice, which
 //! only overestimates the room: the condition stays necessary.
 
-use crate::cluster::ClusterState;
+use crate::cluster::{ClusterState, NodeMask};
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::{GPU_MILLI, JobId, NodeId};
 use std::cell::{Cell, RefCell};
@@ -30,7 +30,7 @@ use std::cell::{Cell, RefCell};
 #[derive(Debug)]
 pub(super) struct Room {
     task: TaskRequest,
-    mask: u64,
+    mask: NodeMask,
     /// Tasks the job needs.
     need: u64,
     /// Tasks of the job the cluster holds now, capped per node at `need`.
@@ -123,7 +123,7 @@ impl Room {
     pub fn new(state: &ClusterState, job: &JobSpec) -> Room {
         let mut room = Room {
             task: job.task,
-            mask: state.spec().model_mask(&job.gpu_types),
+            mask: state.spec().job_mask(job),
             need: u64::from(job.tasks),
             now: 0,
             before: Vec::with_capacity(state.spec().nodes.len()),
@@ -132,7 +132,7 @@ impl Room {
         };
         let fractional = job.task.is_fractional();
         for node in state.spec().node_ids() {
-            let ok = room.task.gpus == 0 || room.model_ok(state, node);
+            let ok = room.node_ok(state, node);
             let units = if room.task.gpus == 0 || !ok {
                 0
             } else if fractional {
@@ -339,12 +339,9 @@ impl Room {
         units - self.units(old) + self.units(new)
     }
 
-    fn model_ok(&self, state: &ClusterState, node: NodeId) -> bool {
-        state
-            .spec()
-            .node(node)
-            .gpu_model
-            .is_some_and(|m| self.mask & (1u64 << m.0) != 0)
+    /// Whether the job may use `node` at all (GPU model for a GPU task, labels for any).
+    fn node_ok(&self, state: &ClusterState, node: NodeId) -> bool {
+        state.spec().node_allowed(self.mask, node, self.task.gpus)
     }
 
     /// The tasks a node of an allowed model holds given its GPU units (see `units`) and free

@@ -6,7 +6,7 @@
 //! at some decision), never from the trace's future.
 
 use super::{NodeView, place_task_by_task};
-use crate::cluster::{ClusterState, TaskPlacement};
+use crate::cluster::{ClusterState, NodeMask, TaskPlacement};
 use crate::job::{JobSpec, TaskRequest};
 use crate::metrics::{MixCounts, TaskMix};
 use crate::policy::{DecisionContext, Placer, Planner};
@@ -118,7 +118,7 @@ pub fn fgd_choice(
     mix: &TaskMix,
     state: &ClusterState,
     task: &TaskRequest,
-    mask: u64,
+    mask: NodeMask,
 ) -> Option<(f64, TaskPlacement)> {
     least_delta(state, task, mask, |node| fgd_node_delta(mix, node, task))
 }
@@ -128,7 +128,7 @@ pub fn fgd_choice(
 fn least_delta(
     state: &ClusterState,
     task: &TaskRequest,
-    mask: u64,
+    mask: NodeMask,
     mut delta: impl FnMut(&NodeView<'_>) -> Option<(f64, Pick)>,
 ) -> Option<(f64, TaskPlacement)> {
     let mut best: Option<(f64, NodeId, Pick)> = None;
@@ -226,7 +226,7 @@ pub fn fgd_choice_memo(
     memo: &mut FgdMemo,
     state: &ClusterState,
     task: &TaskRequest,
-    mask: u64,
+    mask: NodeMask,
 ) -> Option<(f64, TaskPlacement)> {
     least_delta(state, task, mask, |node| memo.delta(mix, node, task))
 }
@@ -365,7 +365,7 @@ mod tests {
             ],
         );
         let one = TaskRequest::whole(1, 0, 0);
-        let (delta, t) = fgd_choice(&mix, &s, &one, u64::MAX).unwrap();
+        let (delta, t) = fgd_choice(&mix, &s, &one, NodeMask::ANY).unwrap();
         assert_eq!((t.node, t.gpus, delta), (NodeId(1), vec![1], 0.0));
         // Through the placer, having seen five 2-GPU tasks and now this job: mix 5/6 2-GPU,
         // 1/6 1-GPU. Node 0: Δ = 5/6 * 1000; node 1: Δ = 0. Node 1 again.
@@ -385,13 +385,18 @@ mod tests {
         let mut s = cluster(nodes, &[]);
         for (i, (shape, pick)) in picks.iter().enumerate() {
             let task = shapes[*shape as usize % shapes.len()];
-            let fits: Vec<NodeId> = s.nodes_fitting(&task, u64::MAX).collect();
+            let fits: Vec<NodeId> = s.nodes_fitting(&task, NodeMask::ANY).collect();
             if fits.is_empty() {
                 continue;
             }
             let node = fits[*pick as usize % fits.len()];
             let t = s
-                .fit_task_on(&task, u64::MAX, node, crate::cluster::FitStrategy::WorstFit)
+                .fit_task_on(
+                    &task,
+                    NodeMask::ANY,
+                    node,
+                    crate::cluster::FitStrategy::WorstFit,
+                )
                 .expect("node fits");
             let mut j = job("r", 0, task);
             j.id = JobId(i as u32);
@@ -445,7 +450,7 @@ mod tests {
                     }
                 }
             }
-            let chosen = fgd_choice(&mix, &s, &task, u64::MAX);
+            let chosen = fgd_choice(&mix, &s, &task, NodeMask::ANY);
             prop_assert_eq!(chosen.is_some(), !deltas.is_empty());
             if let Some((delta, t)) = chosen {
                 let mut c = s.clone();
@@ -482,7 +487,7 @@ mod tests {
             for (picks, shape) in &steps {
                 let s = random_state(nodes, picks);
                 let task = shapes[*shape as usize];
-                for mask in [u64::MAX, 1] {
+                for mask in [NodeMask::ANY, NodeMask { models: 1, classes: u64::MAX }] {
                     let plain = fgd_choice(&mix, &s, &task, mask);
                     let remembered = fgd_choice_memo(&mix, &mut memo, &s, &task, mask);
                     prop_assert_eq!(&plain, &remembered);

@@ -26,7 +26,7 @@ pub use random_fit::RandomFit;
 pub use topo::{Topo, tasks_fitting};
 
 use super::planner::Planner;
-use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
+use crate::cluster::{ClusterState, FitStrategy, NodeMask, TaskPlacement};
 use crate::job::{JobSpec, TaskRequest};
 use crate::units::{GPU_MILLI, NodeId};
 
@@ -93,21 +93,29 @@ fn ratio(used: u64, cap: u64) -> Option<f64> {
 pub(crate) fn place_task_by_task(
     planner: &mut Planner<'_>,
     job: &JobSpec,
-    mut choose: impl FnMut(&ClusterState, u64, &[TaskPlacement]) -> Option<TaskPlacement>,
+    mut choose: impl FnMut(&ClusterState, NodeMask, &[TaskPlacement]) -> Option<TaskPlacement>,
 ) -> Option<Vec<TaskPlacement>> {
-    let mask = planner.state().spec().model_mask(&job.gpu_types);
+    let mask = planner.state().spec().job_mask(job);
+    let distinct = job.constraints.distinct_nodes;
     let mark = planner.mark();
     let mut tasks: Vec<TaskPlacement> = Vec::with_capacity(job.tasks as usize);
     for _ in 0..job.tasks {
+        // A distinct-nodes gang's nodes so far are hidden from the node searches `choose`
+        // uses, so it never picks one of them again.
         let Some(t) = choose(planner.state(), mask, &tasks) else {
+            planner.clear_excluded();
             planner.undo_to(mark);
             return None;
         };
         planner
-            .reserve(job, std::slice::from_ref(&t))
+            .reserve_task(job, &t)
             .expect("placers choose among nodes that fit the task");
+        if distinct {
+            planner.exclude_node(t.node);
+        }
         tasks.push(t);
     }
+    planner.clear_excluded();
     Some(tasks)
 }
 
@@ -129,7 +137,7 @@ pub(crate) fn place_by_node_score(
 fn best_node(
     state: &ClusterState,
     task: &TaskRequest,
-    mask: u64,
+    mask: NodeMask,
     mut score: impl FnMut(NodeId) -> f64,
 ) -> Option<NodeId> {
     let mut best: Option<(f64, NodeId)> = None;

@@ -3,7 +3,7 @@
 //! best fit.
 
 use super::{NodeView, place_task_by_task};
-use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
+use crate::cluster::{ClusterState, FitStrategy, NodeMask, TaskPlacement};
 use crate::job::{JobSpec, TaskRequest};
 use crate::policy::{Placer, Planner};
 use crate::units::NodeId;
@@ -71,14 +71,25 @@ fn spread(plan: &[(NodeId, u32)], slots: &BTreeMap<NodeId, Slot>) -> (usize, usi
 /// Where `k` tasks of `task` go: one node if one holds them all (best fit: least free GPU,
 /// then CPU, then lowest id); otherwise the plan of least (nodes, domains, racks) among the
 /// greedy plans within each NVLink domain, within each rack, and over the whole cluster.
-fn plan_gang(state: &ClusterState, task: &TaskRequest, mask: u64, k: u32) -> Option<Vec<NodeId>> {
+/// `distinct`: at most one task a node.
+fn plan_gang(
+    state: &ClusterState,
+    task: &TaskRequest,
+    mask: NodeMask,
+    k: u32,
+    distinct: bool,
+) -> Option<Vec<NodeId>> {
     let slots: BTreeMap<NodeId, Slot> = state
         .nodes_fitting(task, mask)
         .map(|node| {
             let spec = state.spec().node(node);
             let slot = Slot {
                 node,
-                fits: tasks_fitting(&NodeView::of(state, node), task, k),
+                fits: tasks_fitting(
+                    &NodeView::of(state, node),
+                    task,
+                    if distinct { 1 } else { k },
+                ),
                 domain: spec.nvlink_domain,
                 rack: spec.rack,
             };
@@ -125,8 +136,9 @@ impl Placer for Topo {
         if job.tasks <= 1 {
             return planner.place(job, FitStrategy::BestFit);
         }
-        let mask = planner.state().spec().model_mask(&job.gpu_types);
-        let nodes = plan_gang(planner.state(), &job.task, mask, job.tasks)?;
+        let mask = planner.state().spec().job_mask(job);
+        let distinct = job.constraints.distinct_nodes;
+        let nodes = plan_gang(planner.state(), &job.task, mask, job.tasks, distinct)?;
         place_task_by_task(planner, job, |state, mask, placed| {
             state.fit_task_on(&job.task, mask, nodes[placed.len()], FitStrategy::BestFit)
         })
@@ -257,6 +269,7 @@ mod tests {
                 mem_mib: 32_768,
                 rack: 0,
                 nvlink_domain: i / 2,
+                labels: Default::default(),
             })
             .collect();
         let spec = ClusterSpec::new(

@@ -106,6 +106,7 @@ impl Shape {
             kind: self.kind,
             estimate: None,
             workload: None,
+            constraints: Default::default(),
         }
     }
 }
