@@ -193,6 +193,68 @@ pub struct JobSpec {
     /// nodes. The default constrains nothing: the job is placed as before constraints existed.
     #[serde(default, skip_serializing_if = "Constraints::is_none")]
     pub constraints: Constraints,
+    /// The GPU counts the job may run at, when it is elastic: a policy may start it at, or
+    /// resize it to, any count in the range (by whole tasks, see [`Elastic`]). `None`: a rigid
+    /// gang, run at exactly `tasks x task.gpus` GPUs, as every job was before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic: Option<Elastic>,
+}
+
+/// The sizes an elastic job may run at: `min_gpus..=max_gpus` GPUs in all.
+///
+/// An elastic job grows and shrinks by whole tasks, each task keeping its request (GPUs, CPU,
+/// memory): at `k` tasks it holds `k x task.gpus` GPUs. So both bounds are multiples of the
+/// task's GPUs, the job's trace size lies between them, and its tasks take whole GPUs
+/// (checked by [`Trace::new`]). Its trace duration is work measured at its trace size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Elastic {
+    pub min_gpus: u32,
+    pub max_gpus: u32,
+}
+
+impl Elastic {
+    /// Whether the job may run on `gpus` GPUs in all.
+    pub fn admits(&self, gpus: u64) -> bool {
+        (u64::from(self.min_gpus)..=u64::from(self.max_gpus)).contains(&gpus)
+    }
+
+    /// Checks the rules above for a job of `tasks` tasks of `task`; the message names the
+    /// offending field.
+    pub fn validate(&self, tasks: u32, task: &TaskRequest) -> Result<(), String> {
+        if task.gpus == 0 || task.gpu_milli != GPU_MILLI {
+            return Err("an elastic job (min_gpus/max_gpus) needs whole-GPU tasks".into());
+        }
+        if self.min_gpus == 0 || self.min_gpus > self.max_gpus {
+            return Err(format!(
+                "min_gpus {} and max_gpus {} must satisfy 1 <= min_gpus <= max_gpus",
+                self.min_gpus, self.max_gpus
+            ));
+        }
+        for (field, v) in [("min_gpus", self.min_gpus), ("max_gpus", self.max_gpus)] {
+            if v % task.gpus != 0 {
+                return Err(format!(
+                    "{field} {v} is not a multiple of the task's {} GPUs (an elastic job \
+                     grows by whole tasks)",
+                    task.gpus
+                ));
+            }
+        }
+        let size = u64::from(tasks) * u64::from(task.gpus);
+        if !self.admits(size) {
+            return Err(format!(
+                "the job's {size} GPUs are outside min_gpus..=max_gpus {}..={}",
+                self.min_gpus, self.max_gpus
+            ));
+        }
+        if u64::from(self.max_gpus / task.gpus) > u64::from(MAX_TASKS) {
+            return Err(format!(
+                "max_gpus {} needs more than {MAX_TASKS} tasks",
+                self.max_gpus
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl JobSpec {
@@ -263,6 +325,9 @@ impl Trace {
                 )));
             }
             job.task.validate().map_err(invalid)?;
+            if let Some(e) = &job.elastic {
+                e.validate(job.tasks, &job.task).map_err(invalid)?;
+            }
             if job.tenant.index() >= tenants.len() {
                 return Err(TraceError::UnknownTenant {
                     name: job.name.clone(),
@@ -440,6 +505,7 @@ pub(crate) mod tests {
             estimate: None,
             workload: None,
             constraints: Default::default(),
+            elastic: None,
         }
     }
 

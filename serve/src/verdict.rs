@@ -452,6 +452,7 @@ mod tests {
                 estimate: None,
                 workload: None,
                 constraints: Default::default(),
+                elastic: None,
             })
             .collect();
         let durations = vec![SimTime(60_000); submits_s.len()];

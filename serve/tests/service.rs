@@ -82,6 +82,7 @@ fn assert_applies(snapshot: &proto::Snapshot, answer: &proto::DecideResponse) {
                     .collect(),
             })
             .collect(),
+        ..Decision::default()
     };
     lachesis_serve::shield::check(&world, &decision).unwrap();
     world.apply(&decision).unwrap();
@@ -221,6 +222,7 @@ impl Policy for DoubleBooker {
         Ok(Decision {
             preemptions: Vec::new(),
             placements,
+            ..Decision::default()
         })
     }
 }

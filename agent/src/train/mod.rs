@@ -507,6 +507,7 @@ mod tests {
                 estimate: None,
                 workload: None,
                 constraints: Default::default(),
+                elastic: None,
             })
             .collect();
         let durations = (0..160).map(|i| SimTime::from_secs(run_s(i))).collect();

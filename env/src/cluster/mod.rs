@@ -14,7 +14,9 @@ pub use load::{
     DEFAULT_CPU_ONLY_MEM_MIB, DEFAULT_MEM_MIB_PER_GPU, DEFAULT_RACK_SIZE, MAX_CLUSTER_FILE_BYTES,
     MAX_NODES, SPOT_MEM_MIB_PER_VCPU, load_cluster, parse_cluster_toml, preset_names,
 };
-pub use state::{Allocation, ClusterState, DecisionFault, StateError, TaskPlacement};
+pub use state::{
+    Allocation, ClusterState, DecisionFault, ResizeRefusal, ShareRefusal, StateError, TaskPlacement,
+};
 
 use crate::constraint::{Constraints, NodeLabels};
 use crate::gpu::GpuModel;

@@ -1,8 +1,9 @@
 //! `ClusterState`: free capacity per GPU and node, and the placements of running jobs.
 //!
 //! The single source of truth for who holds what. It changes only through `allocate`,
-//! `release` and `preempt`, which check every invariant (no GPU above capacity, no job placed
-//! twice, all tasks of a gang or none) and keep the free-capacity index current.
+//! `allocate_shared`, `resize`, `release` and `preempt`, which check every invariant (no GPU
+//! above capacity, at most two jobs on a shared GPU, no job placed twice, all tasks of a gang
+//! or none) and keep the free-capacity index current.
 
 use super::feasibility::{FitStrategy, Infeasible};
 use super::index::{FreeIndex, Need, NodeKey};
@@ -12,6 +13,10 @@ use crate::units::{GPU_MILLI, JobId, NodeId};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+mod share;
+
+pub use share::{ResizeRefusal, ShareRefusal};
 
 /// Where one task of a job runs: a node and the indices of the GPUs it uses there.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -72,6 +77,10 @@ pub enum StateError {
     NotPreemptible(JobId),
     #[error("job {job}: {reason}")]
     Infeasible { job: JobId, reason: Infeasible },
+    #[error("job {job} cannot share a GPU: {why}")]
+    Share { job: JobId, why: ShareRefusal },
+    #[error("job {job} cannot be resized: {why}")]
+    Resize { job: JobId, why: ResizeRefusal },
 }
 
 /// Why `ClusterState::try_decision` refused a decision: the victim's or placement's
@@ -107,6 +116,12 @@ pub struct ClusterState {
     /// a gang that needs distinct nodes already uses while its tasks are placed one by one
     /// (`excluding_nodes`). Empty otherwise.
     excluded: Vec<NodeId>,
+    /// GPUs that two jobs share (`allocate_shared`), by global GPU index (the node's start in
+    /// `gpu_free` plus the GPU's index on it): the job that held it first, then the one that
+    /// joined. A shared GPU's capacity is taken once, by whichever of the two holds it alone
+    /// afterwards; the other job's task takes only CPU and memory. Empty in runs without
+    /// sharing, which then take no other path.
+    shared: BTreeMap<u32, [JobId; 2]>,
 }
 
 impl ClusterState {
@@ -134,6 +149,7 @@ impl ClusterState {
             allocated_cpu_milli: 0,
             index_deferred: false,
             excluded: Vec::new(),
+            shared: BTreeMap::new(),
         };
         state.idle_watts = state
             .spec
@@ -247,7 +263,10 @@ impl ClusterState {
             job: job.id,
             reason,
         };
-        if tasks.len() != job.tasks as usize {
+        let elastic_size = job
+            .elastic
+            .is_some_and(|e| e.admits(tasks.len() as u64 * u64::from(job.task.gpus)));
+        if tasks.len() != job.tasks as usize && !elastic_size {
             return Err(infeasible(Infeasible::TaskCount {
                 want: job.tasks,
                 got: tasks.len() as u32,
@@ -300,8 +319,14 @@ impl ClusterState {
             .running
             .remove(&job)
             .ok_or(StateError::NotRunning(job))?;
-        for t in alloc.tasks.iter() {
-            self.give_back_task(&alloc.task, t);
+        if let Some(gpu) = self.shared_gpu(&alloc) {
+            // The partner keeps the GPU (and its capacity): only CPU and memory come back.
+            self.shared.remove(&gpu);
+            self.give_back_host(&alloc.task, alloc.tasks[0].node);
+        } else {
+            for t in alloc.tasks.iter() {
+                self.give_back_task(&alloc.task, t);
+            }
         }
         Ok(alloc)
     }
@@ -330,6 +355,8 @@ impl ClusterState {
         let mut seen: std::collections::HashSet<NodeId, foldhash::fast::FixedState> =
             std::collections::HashSet::default();
         let totals = (self.allocated_cpu_milli, self.allocated_by_model.clone());
+        // A victim on a shared GPU leaves its pair; put the pairs back after.
+        let shared = (!self.shared.is_empty()).then(|| self.shared.clone());
         let deferred = std::mem::replace(&mut self.index_deferred, true);
         let mut removed: Vec<Allocation> = Vec::with_capacity(victims.len());
         // Jobs placed by this check: they only need to be known as running (a second
@@ -397,6 +424,9 @@ impl ClusterState {
             self.mem_free[s.node.index()] = s.mem;
         }
         (self.allocated_cpu_milli, self.allocated_by_model) = totals;
+        if let Some(shared) = shared {
+            self.shared = shared;
+        }
         self.index_deferred = deferred;
         result
     }
@@ -412,6 +442,9 @@ impl ClusterState {
                 (a.job, a)
             })
             .collect();
+        for pair in self.shared.values_mut() {
+            *pair = pair.map(&mut new_id);
+        }
     }
 
     /// Frees everything a preemptible `job` holds (it goes back to the queue).
@@ -534,6 +567,11 @@ impl ClusterState {
             return false;
         };
         let (task, tasks) = (alloc.task, Arc::clone(&alloc.tasks));
+        if self.shared_gpu_of(job, &tasks).is_some() {
+            // Its partner still holds the GPU: a tentative plan never counts it as freed.
+            self.give_back_host(&task, tasks[0].node);
+            return true;
+        }
         for t in tasks.iter() {
             self.give_back_task(&task, t);
         }
@@ -544,6 +582,10 @@ impl ClusterState {
     pub(crate) fn retake_job(&mut self, job: JobId) {
         let alloc = self.running.get_mut(&job).expect("freed job still running");
         let (task, tasks) = (alloc.task, Arc::clone(&alloc.tasks));
+        if self.shared_gpu_of(job, &tasks).is_some() {
+            self.take_host(&task, tasks[0].node);
+            return;
+        }
         for t in tasks.iter() {
             self.take_task(&task, NodeMask::ANY, t)
                 .expect("re-taking what was freed fits");
@@ -657,12 +699,32 @@ impl ClusterState {
     /// Recomputes free capacity from the running allocations and compares with the books.
     /// For tests and debug checks; `Err` names the first discrepancy.
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_shared()?;
         let mut fresh = ClusterState::new(self.spec.clone());
         for a in self.running.values() {
+            // The second job of a shared GPU takes only CPU and memory; any other job on a
+            // GPU already taken (a third job, or a pair not on the books) is refused here.
+            if let Some(gpu) = self.shared_gpu(a)
+                && fresh.shared.contains_key(&gpu)
+            {
+                let node = a.tasks[0].node;
+                if fresh.cpu_free(node) < a.task.cpu_milli || fresh.mem_free(node) < a.task.mem_mib
+                {
+                    return Err(format!(
+                        "job {} overfills node {node}'s CPU or memory",
+                        a.job
+                    ));
+                }
+                fresh.take_host(&a.task, node);
+                continue;
+            }
             for t in a.tasks.iter() {
                 fresh
                     .take_task(&a.task, NodeMask::ANY, t)
                     .map_err(|e| format!("job {} cannot be re-placed: {e}", a.job))?;
+            }
+            if let Some(gpu) = self.shared_gpu(a) {
+                fresh.shared.insert(gpu, self.shared[&gpu]);
             }
         }
         if fresh.gpu_free != self.gpu_free {

@@ -276,6 +276,7 @@ impl<'t> SchedEnv<'t> {
             let decision = Decision {
                 preemptions: chosen.preemptions.clone(),
                 placements: vec![chosen.placement.clone()],
+                ..Decision::default()
             };
             let sim = self.sim.as_mut().expect("a live episode has a simulator");
             sim.apply(&decision);

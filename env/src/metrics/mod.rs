@@ -107,6 +107,13 @@ pub struct Summary {
     pub jain_fairness: f64,
     pub energy_kwh: f64,
     pub preemptions: u64,
+    /// Jobs started on a GPU another job already used (GPU sharing, docs/heterogeneity.md).
+    /// Left out of the JSON when 0, so summaries of runs without sharing are unchanged.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shares: u64,
+    /// Elastic jobs resized while running. Left out of the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resizes: u64,
     /// GPU-hours of work lost to preemption (since the last checkpoint, plus restart overhead).
     pub preemption_waste_gpu_h: f64,
     pub decisions: u64,
@@ -114,6 +121,11 @@ pub struct Summary {
     pub policy_errors: u64,
     pub events: u64,
     pub wall_s: f64,
+}
+
+/// Whether a count is 0 (a summary field then left out of the JSON).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Mean of `xs` (0 when empty).

@@ -33,16 +33,38 @@ pub struct Placement {
     pub tasks: Vec<TaskPlacement>,
 }
 
-/// A policy's answer: jobs to preempt (applied first), then jobs to start.
+/// A policy's answer, applied in this order: jobs to preempt, running elastic jobs to
+/// resize, jobs to start, then jobs to start on a GPU another job already uses.
+///
+/// `shares` and `resizes` are the simulator's (issue #25: GPU sharing, elastic jobs); the
+/// service and the environment's candidates do not produce them yet. Both are left out of the
+/// serialized form when empty, so decisions without them serialize as before.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Decision {
     pub preemptions: Vec<JobId>,
     pub placements: Vec<Placement>,
+    /// Running elastic jobs given a new set of tasks (`JobSpec::elastic`): grown or shrunk,
+    /// each to `tasks.len()` tasks within its `min_gpus..=max_gpus`. A resize restarts the job
+    /// from its last checkpoint on the new tasks, paying the restart overhead, as a
+    /// preemption followed by a start would (without returning it to the queue). Refused for
+    /// rigid jobs and jobs sharing a GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resizes: Vec<Placement>,
+    /// Pending jobs started on one GPU that exactly one running job already uses: GPU
+    /// sharing, both jobs then progressing at the throughput table's pair rates. Only 1-task,
+    /// 1-GPU (whole GPU) typed jobs share, two to a GPU, and only where the table has a
+    /// non-zero pair entry for their workloads on that GPU model
+    /// (`ClusterState::allocate_shared`, docs/heterogeneity.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<Placement>,
 }
 
 impl Decision {
     pub fn is_empty(&self) -> bool {
-        self.preemptions.is_empty() && self.placements.is_empty()
+        self.preemptions.is_empty()
+            && self.placements.is_empty()
+            && self.resizes.is_empty()
+            && self.shares.is_empty()
     }
 }
 

@@ -90,13 +90,40 @@ struct Hidden {
     /// Work left, in ms at speed 1: on the catalog's speed-1.0 GPU for an untyped job, on its
     /// trace shape on the table's reference GPU for a typed one.
     remaining_ms: f64,
-    /// Work done per wall ms in the current run.
+    /// Work done per wall ms in the current run, now.
     rate: f64,
+    /// The current run's rate from its productive start (after the restart overhead) until
+    /// its first entry in `changes`.
+    first_rate: f64,
+    /// The current run's rate changes (a partner joined or left its GPU): from when, the new
+    /// rate; in time order, all after the productive start. Empty unless the job shares.
+    changes: Vec<(SimTime, f64)>,
+    /// Milli-GPU the current run's placement asks for (the trace's, except for an elastic
+    /// job run at another size).
+    gpu_milli: u64,
     /// Restart overhead of the current run, ms.
     overhead_ms: u64,
     epoch: u32,
     finish: Option<SimTime>,
     nodes: Vec<NodeId>,
+}
+
+impl Hidden {
+    /// Work done by the current run from its productive start `start` until `t`, following
+    /// its rate changes (`rate x ms` with one rate, exactly as before sharing existed).
+    fn work_until(&self, start: SimTime, t: SimTime) -> f64 {
+        let mut work = 0.0;
+        let (mut from, mut rate) = (start, self.first_rate);
+        for &(at, next) in &self.changes {
+            if at >= t {
+                break;
+            }
+            let at = at.max(from);
+            work += at.saturating_sub(from).ms() as f64 * rate;
+            (from, rate) = (at, next);
+        }
+        work + t.saturating_sub(from).ms() as f64 * rate
+    }
 }
 
 /// Time integrals over the measured interval (read by the gym environment's rewards).
@@ -153,6 +180,9 @@ pub struct Simulator<'t> {
     rejected: u64,
     policy_errors: u64,
     preemptions: u64,
+    /// Jobs started on a GPU another job used (`Decision::shares`) and elastic jobs resized.
+    shares: u64,
+    resizes: u64,
     waste_gpu_milli_ms: f64,
     /// A fork's end (`fork.rs`): nothing at a later time happens, and the time integrals run
     /// exactly to it.
@@ -270,6 +300,8 @@ impl<'t> Simulator<'t> {
             rejected: 0,
             policy_errors: 0,
             preemptions: 0,
+            shares: 0,
+            resizes: 0,
             waste_gpu_milli_ms: 0.0,
             stop: None,
             stopped: false,
@@ -347,8 +379,9 @@ impl<'t> Simulator<'t> {
         false
     }
 
-    /// Applies a decision after checking every part of it: preemptions, then placements.
-    /// Invalid or infeasible parts are counted in `rejected_decisions` and skipped.
+    /// Applies a decision after checking every part of it: preemptions, resizes,
+    /// placements, then shares. Invalid or infeasible parts are counted in
+    /// `rejected_decisions` and skipped.
     pub fn apply(&mut self, decision: &Decision) {
         self.decisions += 1;
         self.recently_finished.clear();
@@ -357,8 +390,18 @@ impl<'t> Simulator<'t> {
                 self.rejected += 1;
             }
         }
+        for p in &decision.resizes {
+            if !self.resize(p.job, p.tasks.clone()) {
+                self.rejected += 1;
+            }
+        }
         for p in &decision.placements {
             if !self.start(p.job, p.tasks.clone()) {
+                self.rejected += 1;
+            }
+        }
+        for p in &decision.shares {
+            if !self.share(p.job, p.tasks.clone()) {
                 self.rejected += 1;
             }
         }
@@ -441,8 +484,9 @@ impl<'t> Simulator<'t> {
         if self.hidden[id.index()].epoch != epoch
             || self.runtime[id.index()].state != JobState::Running
         {
-            return; // superseded by a preemption
+            return; // superseded by a preemption, a resize or a rate change
         }
+        let partner = self.cluster.get_mut().co_tenant(id);
         let alloc = self
             .cluster
             .get_mut()
@@ -454,13 +498,16 @@ impl<'t> Simulator<'t> {
             .now
             .saturating_sub(rt.run_start.expect("running job has a run start"));
         rt.attained_ms += ran.ms();
-        rt.attained_gpu_milli_ms += ran.ms() as u128 * self.trace.job(id).gpu_milli_total() as u128;
+        rt.attained_gpu_milli_ms += ran.ms() as u128 * self.hidden[id.index()].gpu_milli as u128;
         rt.run_start = None;
         rt.state = JobState::Finished;
         self.hidden[id.index()].finish = Some(self.now);
         self.recently_finished.push(id);
         self.running -= 1;
         self.finished += 1;
+        if let Some(partner) = partner {
+            self.rerate_alone(partner);
+        }
     }
 
     fn start(&mut self, id: JobId, tasks: Vec<crate::cluster::TaskPlacement>) -> bool {
@@ -471,25 +518,13 @@ impl<'t> Simulator<'t> {
             return false;
         }
         let job = self.trace.job(id);
+        let gpus = tasks.len() as u64 * u64::from(job.task.gpus);
         // A typed job's table speed where the tasks would go; it is not started where that is
         // 0 (a 0 rate, or no entry for the shape): that placement is infeasible for it.
-        let mut table_speed = None;
-        if let Some(rates) = &self.rates
-            && let Some(w) = rates.workload(id)
-        {
-            let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
-            nodes.sort_unstable();
-            nodes.dedup();
-            let spec = self.cluster.get_mut().spec();
-            if nodes.iter().any(|n| n.index() >= spec.nodes.len()) {
-                return false;
-            }
-            let speed = rates.speed(job, w, spec, &nodes);
-            if speed <= 0.0 {
-                return false;
-            }
-            table_speed = Some(speed);
-        }
+        let table_speed = match self.table_speed(job, &tasks, gpus) {
+            Ok(speed) => speed,
+            Err(()) => return false,
+        };
         if self.cluster.get_mut().allocate(job, tasks).is_err() {
             return false;
         }
@@ -498,28 +533,86 @@ impl<'t> Simulator<'t> {
         let nodes = alloc.nodes();
         let rate = match table_speed {
             None => self.speed(job, &cluster, &nodes) / self.locality_factor(job, &cluster, &nodes),
-            Some(speed) => speed / self.spans(job, &cluster, &nodes).rack_factor(&self.cfg),
+            Some(speed) => speed / self.spans(gpus, &cluster, &nodes).rack_factor(&self.cfg),
         };
         drop(cluster);
         let restarted = self.runtime[id.index()].preemptions > 0;
-        let h = &mut self.hidden[id.index()];
-        h.rate = rate;
-        h.overhead_ms = if restarted {
+        let overhead_ms = if restarted {
             self.r.restart_overhead.ms()
         } else {
             0
         };
+        self.begin_run(id, rate, overhead_ms);
+        true
+    }
+
+    /// The table speed of `job` on `tasks` (`gpus` GPUs in all): `Ok(None)` for a job that
+    /// runs at catalog speed, `Ok(Some(speed > 0))` for a typed one, `Err` where it may not
+    /// run so: a typed job at speed 0 there, an unknown node, or an untyped elastic job at
+    /// another size than its trace's (only a table gives a rate at another size).
+    fn table_speed(
+        &mut self,
+        job: &JobSpec,
+        tasks: &[crate::cluster::TaskPlacement],
+        gpus: u64,
+    ) -> Result<Option<f64>, ()> {
+        let typed = self
+            .rates
+            .as_ref()
+            .and_then(|r| Some((r, r.workload(job.id)?)));
+        let Some((rates, w)) = typed else {
+            return if gpus == job.gpus_total() {
+                Ok(None)
+            } else {
+                Err(())
+            };
+        };
+        let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let spec = self.cluster.get_mut().spec();
+        if nodes.iter().any(|n| n.index() >= spec.nodes.len()) {
+            return Err(());
+        }
+        let gpus = u32::try_from(gpus).map_err(|_| ())?;
+        let speed = rates.speed(job, w, spec, &nodes, gpus);
+        if speed > 0.0 {
+            Ok(Some(speed))
+        } else {
+            Err(())
+        }
+    }
+
+    /// Starts the run of `id` (just allocated) now at `rate`, after `overhead_ms` of restart:
+    /// its books, and its completion event under a new epoch.
+    fn begin_run(&mut self, id: JobId, rate: f64, overhead_ms: u64) {
+        let (nodes, gpu_milli) = {
+            let cluster = self.cluster.borrow();
+            let alloc = cluster.allocation(id).expect("a started job is allocated");
+            (
+                alloc.nodes(),
+                alloc.tasks.len() as u64 * alloc.task.gpu_milli_total(),
+            )
+        };
+        let h = &mut self.hidden[id.index()];
+        h.rate = rate;
+        h.first_rate = rate;
+        h.changes.clear();
+        h.gpu_milli = gpu_milli;
+        h.overhead_ms = overhead_ms;
         h.epoch += 1;
         h.nodes = nodes;
         let run_ms = h.overhead_ms as f64 + (h.remaining_ms / rate).ceil();
         let end = self.now.saturating_add(SimTime(run_ms as u64));
         let epoch = h.epoch;
         let rt = &mut self.runtime[id.index()];
-        rt.state = JobState::Running;
+        if rt.state != JobState::Running {
+            rt.state = JobState::Running;
+            self.pending.remove(&id);
+            self.running += 1;
+        }
         rt.run_start = Some(self.now);
         rt.first_start.get_or_insert(self.now);
-        self.pending.remove(&id);
-        self.running += 1;
         self.push(end, Event::Completion { job: id, epoch });
         let alloc = self
             .cluster
@@ -528,45 +621,179 @@ impl<'t> Simulator<'t> {
             .cloned()
             .expect("just allocated");
         self.update_frag(&alloc);
+    }
+
+    /// Starts pending `id` on the one GPU of `tasks` that one running job uses alone
+    /// (`Decision::shares`): both must be typed, 1-task, 1-GPU jobs whose workloads the
+    /// table pairs (non-zero) on that GPU's model. Both then run at their pair speeds; the
+    /// partner's completion is recomputed from the work it has done.
+    fn share(&mut self, id: JobId, tasks: Vec<crate::cluster::TaskPlacement>) -> bool {
+        if self.runtime.get(id.index()).map(|r| r.state) != Some(JobState::Pending) {
+            return false;
+        }
+        let job = self.trace.job(id);
+        let Some(rates) = self.rates.clone() else {
+            return false;
+        };
+        let Some(w) = rates.workload(id) else {
+            return false;
+        };
+        let Some(t) = tasks.first() else {
+            return false;
+        };
+        let spec = self.cluster.get_mut().spec();
+        let Some(model) = spec.nodes.get(t.node.index()).and_then(|n| n.gpu_model) else {
+            return false;
+        };
+        // The partner, as `allocate_shared` will find it (it refuses anything else).
+        let holder = self.cluster.get_mut().running().find(|a| {
+            a.tasks
+                .iter()
+                .any(|p| p.node == t.node && t.gpus.first().is_some_and(|g| p.gpus.contains(g)))
+        });
+        let Some(partner) = holder.map(|a| a.job) else {
+            return false;
+        };
+        let Some(wp) = rates.workload(partner) else {
+            return false;
+        };
+        let other = self.trace.job(partner);
+        let Some([speed, partner_speed]) = rates.pair_speeds((job, w), (other, wp), model) else {
+            return false;
+        };
+        if self.cluster.get_mut().allocate_shared(job, tasks) != Ok(partner) {
+            return false;
+        }
+        let restarted = self.runtime[id.index()].preemptions > 0;
+        let overhead_ms = if restarted {
+            self.r.restart_overhead.ms()
+        } else {
+            0
+        };
+        self.begin_run(id, speed, overhead_ms);
+        self.rerate(partner, partner_speed);
+        self.shares += 1;
         true
+    }
+
+    /// Moves running elastic `id` to `tasks` (`Decision::resizes`): it keeps all the work
+    /// done so far (a resize checkpoints), and restarts on the new tasks at the table's speed
+    /// for its new size, after the restart overhead. Refused for rigid, untyped, sharing and
+    /// non-preemptible jobs, sizes outside `min_gpus..=max_gpus`, and placements at speed 0.
+    fn resize(&mut self, id: JobId, tasks: Vec<crate::cluster::TaskPlacement>) -> bool {
+        if self.runtime.get(id.index()).map(|r| r.state) != Some(JobState::Running) {
+            return false;
+        }
+        let job = self.trace.job(id);
+        if job.elastic.is_none() {
+            return false;
+        }
+        let gpus = tasks.len() as u64 * u64::from(job.task.gpus);
+        let Ok(Some(speed)) = self.table_speed(job, &tasks, gpus) else {
+            return false;
+        };
+        let Ok(old) = self.cluster.get_mut().resize(job, tasks) else {
+            return false;
+        };
+        self.update_frag(&old);
+        self.stop_run(id, true);
+        let cluster = self.cluster.borrow();
+        let nodes = cluster.allocation(id).expect("just resized").nodes();
+        let rate = speed / self.spans(gpus, &cluster, &nodes).rack_factor(&self.cfg);
+        drop(cluster);
+        self.begin_run(id, rate, self.r.restart_overhead.ms());
+        self.resizes += 1;
+        true
+    }
+
+    /// Changes running `id`'s rate to `rate` now (a partner joined or left its GPU): the work
+    /// done so far stays, and its completion is recomputed under a new epoch.
+    fn rerate(&mut self, id: JobId, rate: f64) {
+        let run_start = self.runtime[id.index()]
+            .run_start
+            .expect("a running job has a run start");
+        let h = &mut self.hidden[id.index()];
+        let start = run_start.saturating_add(SimTime(h.overhead_ms));
+        let from = self.now.max(start);
+        if self.now <= start {
+            h.first_rate = rate;
+            h.changes.clear();
+        } else {
+            h.changes.push((self.now, rate));
+        }
+        let left = (h.remaining_ms - h.work_until(start, from)).max(0.0);
+        h.rate = rate;
+        h.epoch += 1;
+        let end = from.saturating_add(SimTime((left / rate).ceil() as u64));
+        let epoch = h.epoch;
+        self.push(end, Event::Completion { job: id, epoch });
+    }
+
+    /// Puts running typed `id`, whose partner left its GPU, back at its rate alone there.
+    fn rerate_alone(&mut self, id: JobId) {
+        let job = self.trace.job(id);
+        let cluster = self.cluster.borrow();
+        let alloc = cluster.allocation(id).expect("a partner still runs");
+        let nodes = alloc.nodes();
+        let gpus = alloc.tasks.len() as u64 * u64::from(alloc.task.gpus);
+        let rates = self.rates.as_ref().expect("only typed jobs share");
+        let w = rates.workload(id).expect("only typed jobs share");
+        let speed = rates.speed(job, w, cluster.spec(), &nodes, gpus as u32);
+        let rate = speed / self.spans(gpus, &cluster, &nodes).rack_factor(&self.cfg);
+        drop(cluster);
+        self.rerate(id, rate);
     }
 
     fn preempt(&mut self, id: JobId) -> bool {
         if self.runtime.get(id.index()).map(|r| r.state) != Some(JobState::Running) {
             return false;
         }
+        let partner = self.cluster.get_mut().co_tenant(id);
         let Ok(alloc) = self.cluster.get_mut().preempt(id) else {
             return false;
         };
         self.update_frag(&alloc);
-        let gpu_milli = self.trace.job(id).gpu_milli_total() as f64;
+        self.stop_run(id, false);
         let rt = &mut self.runtime[id.index()];
-        let h = &mut self.hidden[id.index()];
-        let elapsed = self
-            .now
-            .saturating_sub(rt.run_start.expect("running job has a run start"))
-            .ms();
-        let productive = elapsed.saturating_sub(h.overhead_ms);
-        let saved_wall = match self.r.checkpoint {
-            Some(iv) => productive / iv.ms() * iv.ms(),
-            None => 0,
-        };
-        h.remaining_ms = match self.r.checkpoint {
-            Some(_) => (h.remaining_ms - saved_wall as f64 * h.rate).max(0.0),
-            None => self.trace.true_duration(id).ms() as f64,
-        };
-        h.epoch += 1;
-        self.waste_gpu_milli_ms += (elapsed - saved_wall) as f64 * gpu_milli;
-        rt.attained_ms += elapsed;
-        rt.attained_gpu_milli_ms += elapsed as u128 * gpu_milli as u128;
-        rt.run_start = None;
-        rt.last_stop = Some(self.now);
         rt.preemptions += 1;
         rt.state = JobState::Pending;
         self.pending.insert(id);
         self.running -= 1;
         self.preemptions += 1;
+        if let Some(partner) = partner {
+            self.rerate_alone(partner);
+        }
         true
+    }
+
+    /// Ends running `id`'s current run now (preempted, or resized): it keeps the work of its
+    /// last checkpoint, or with `keep_all` (a resize checkpoints first) all its work; the rest
+    /// of the time since its run start is counted as waste, all of it as attained service.
+    fn stop_run(&mut self, id: JobId, keep_all: bool) {
+        let rt = &mut self.runtime[id.index()];
+        let h = &mut self.hidden[id.index()];
+        let run_start = rt.run_start.expect("running job has a run start");
+        let elapsed = self.now.saturating_sub(run_start).ms();
+        let productive = elapsed.saturating_sub(h.overhead_ms);
+        let start = run_start.saturating_add(SimTime(h.overhead_ms));
+        let saved_wall = match (keep_all, self.r.checkpoint) {
+            (true, _) => productive,
+            (false, Some(iv)) => productive / iv.ms() * iv.ms(),
+            (false, None) => 0,
+        };
+        h.remaining_ms = if keep_all || self.r.checkpoint.is_some() {
+            let saved = h.work_until(start, start.saturating_add(SimTime(saved_wall)));
+            (h.remaining_ms - saved).max(0.0)
+        } else {
+            self.trace.true_duration(id).ms() as f64
+        };
+        h.epoch += 1;
+        let gpu_milli = h.gpu_milli as f64;
+        self.waste_gpu_milli_ms += (elapsed - saved_wall) as f64 * gpu_milli;
+        rt.attained_ms += elapsed;
+        rt.attained_gpu_milli_ms += elapsed as u128 * h.gpu_milli as u128;
+        rt.run_start = None;
+        rt.last_stop = Some(self.now);
     }
 
     /// Speed of the slowest GPU model the job runs on (1 for CPU-only jobs or with speeds off).
@@ -584,7 +811,7 @@ impl<'t> Simulator<'t> {
 
     /// Run-time factor of an untyped gang spread over more nodes (and racks) than it needs.
     fn locality_factor(&self, job: &JobSpec, cluster: &ClusterState, nodes: &[NodeId]) -> f64 {
-        let spans = self.spans(job, cluster, nodes);
+        let spans = self.spans(job.gpus_total(), cluster, nodes);
         let mut factor = 1.0;
         if spans.extra_nodes {
             factor *= self.cfg.cross_node_penalty;
@@ -597,11 +824,11 @@ impl<'t> Simulator<'t> {
 
     /// Whether a gang on `nodes` spans more nodes, and more racks, than it needs: it needs
     /// ceil(GPUs / largest node's GPUs) nodes and ceil(those / largest rack's nodes) racks.
-    fn spans(&self, job: &JobSpec, cluster: &ClusterState, nodes: &[NodeId]) -> Spans {
+    fn spans(&self, gpus: u64, cluster: &ClusterState, nodes: &[NodeId]) -> Spans {
         if nodes.len() <= 1 {
             return Spans::default();
         }
-        let min_nodes = job.gpus_total().div_ceil(self.max_gpus_per_node).max(1);
+        let min_nodes = gpus.div_ceil(self.max_gpus_per_node).max(1);
         let mut racks: Vec<u32> = nodes.iter().map(|n| cluster.spec().node(*n).rack).collect();
         racks.sort_unstable();
         racks.dedup();
@@ -738,6 +965,8 @@ impl<'t> Simulator<'t> {
             jain_fairness: metrics::tenant_fairness(&records),
             energy_kwh: self.acc.energy_wms / 3_600_000.0 / 1000.0,
             preemptions: self.preemptions,
+            shares: self.shares,
+            resizes: self.resizes,
             preemption_waste_gpu_h: self.waste_gpu_milli_ms / GPU_MILLI as f64 / 3_600_000.0,
             decisions: self.decisions,
             rejected_decisions: self.rejected,

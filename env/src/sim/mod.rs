@@ -35,4 +35,6 @@ mod constraint_tests;
 #[cfg(test)]
 mod rate_tests;
 #[cfg(test)]
+mod share_tests;
+#[cfg(test)]
 mod tests;

@@ -239,6 +239,7 @@ impl Policy for OnNodes {
         Ok(Decision {
             preemptions: Vec::new(),
             placements,
+            ..Decision::default()
         })
     }
 }

@@ -3,9 +3,10 @@
 //! `Simulator::new`) and the checks that every typed job has a rate wherever it may run.
 //! Knows nothing of events or time.
 //!
-//! A typed job's rate is a function of its placement only (the GPU models of its nodes, its
-//! GPU count, consolidated or spread); co-runners sharing a GPU and resized jobs will add
-//! arguments here, not a second rate path.
+//! A typed job's rate is a function of its placement (the GPU models of its nodes, its GPU
+//! count, consolidated or spread), and, while it shares a GPU, of its partner's workload
+//! (`pair_speeds`). An elastic job's GPU count is that of its current placement; its work
+//! stays measured at its trace size.
 
 use super::engine::SimError;
 use crate::cluster::ClusterSpec;
@@ -100,18 +101,21 @@ impl Rates {
         self.workloads[id.index()]
     }
 
-    /// Reference-ms of work per ms for typed `job` (workload `w`) on `nodes`: the table's speed
-    /// for its GPU count on the slowest GPU model among the nodes, consolidated when the gang
-    /// spans no more nodes than that model's largest node needs, else spread. 0 when it cannot
-    /// run there (a 0 rate, or no entry for the shape, e.g. a spread entry the table lacks).
+    /// Reference-ms of work per ms for typed `job` (workload `w`) on `gpus` GPUs over `nodes`
+    /// (its trace size, or another size of an elastic job): the table's speed for that GPU
+    /// count on the slowest GPU model among the nodes, consolidated when the gang spans no more
+    /// nodes than that model's largest node needs, else spread, over the rate its trace size
+    /// has on the reference GPU. 0 when it cannot run there (a 0 rate, or no entry for the
+    /// shape, e.g. a spread entry the table lacks).
     pub(crate) fn speed(
         &self,
         job: &JobSpec,
         w: WorkloadId,
         spec: &ClusterSpec,
         nodes: &[NodeId],
+        gpus: u32,
     ) -> f64 {
-        let n = job_gpus(job);
+        let n = gpus;
         let models: BTreeSet<GpuModelId> = nodes
             .iter()
             .filter_map(|id| spec.node(*id).gpu_model)
@@ -130,25 +134,53 @@ impl Rates {
         models
             .iter()
             .map(|m| match &self.gpus[m.index()] {
-                Ok(gpu) => self.table.speed(w, *gpu, n, placement, n).unwrap_or(0.0),
+                Ok(gpu) => self
+                    .table
+                    .speed(w, *gpu, n, placement, job_gpus(job))
+                    .unwrap_or(0.0),
                 Err(_) => 0.0,
             })
             .reduce(f64::min)
             .unwrap_or(0.0)
     }
 
-    /// The fastest speed typed `job` (workload `w`) could get anywhere on `spec`: the largest
-    /// table speed, consolidated or spread, over the cluster's GPU models it may use. For the
-    /// JCT lower bound.
+    /// The speeds (reference-ms per ms) of typed jobs `a` and `b` (workloads `wa`, `wb`)
+    /// while they share one GPU of `model`: the table's pair rates, each over its job's
+    /// reference rate at its trace size. `None` when the table has no non-zero pair entry for
+    /// the two on that model, or either speed would be 0: they may not share there.
+    pub(crate) fn pair_speeds(
+        &self,
+        (a, wa): (&JobSpec, WorkloadId),
+        (b, wb): (&JobSpec, WorkloadId),
+        model: GpuModelId,
+    ) -> Option<[f64; 2]> {
+        let gpu = *self.gpus.get(model.index())?.as_ref().ok()?;
+        let [ra, rb] = self.table.pair(wa, wb, gpu)?;
+        let sa = ra / self.table.reference_rate(wa, job_gpus(a)).ok()?;
+        let sb = rb / self.table.reference_rate(wb, job_gpus(b)).ok()?;
+        (sa > 0.0 && sb > 0.0).then_some([sa, sb])
+    }
+
+    /// The fastest speed typed `job` (workload `w`) could get anywhere on `spec` alone: the
+    /// largest table speed, consolidated or spread, over the cluster's GPU models it may use
+    /// and, for an elastic job, every size it may run at. For the JCT lower bound.
     pub(crate) fn best_speed(&self, job: &JobSpec, w: WorkloadId, spec: &ClusterSpec) -> f64 {
         let n = job_gpus(job);
+        let sizes: Vec<u32> = match job.elastic {
+            Some(e) => (e.min_gpus / job.task.gpus..=e.max_gpus / job.task.gpus)
+                .map(|k| k * job.task.gpus)
+                .collect(),
+            None => vec![n],
+        };
         let mask = spec.model_mask(&job.gpu_types);
         (0..spec.models.len())
             .filter(|i| self.gpus_per_node[*i] > 0 && mask & (1u64 << i) != 0)
             .filter_map(|i| self.gpus[i].as_ref().ok())
             .flat_map(|gpu| {
-                [Consolidation::Consolidated, Consolidation::Spread]
-                    .map(|c| self.table.speed(w, *gpu, n, c, n).unwrap_or(0.0))
+                sizes.iter().flat_map(move |m| {
+                    [Consolidation::Consolidated, Consolidation::Spread]
+                        .map(|c| self.table.speed(w, *gpu, *m, c, n).unwrap_or(0.0))
+                })
             })
             .fold(0.0, f64::max)
     }

@@ -234,6 +234,7 @@ impl Policy for Stubborn {
                     gpus: vec![0],
                 }],
             }],
+            ..Decision::default()
         })
     }
 }
@@ -520,6 +521,7 @@ impl Policy for PreemptAndWatch {
             return Ok(Decision {
                 preemptions: vec![a],
                 placements: Vec::new(),
+                ..Decision::default()
             });
         }
         if let Some(p) = ctx.pending().find(|p| p.spec.id == a)
@@ -531,6 +533,7 @@ impl Policy for PreemptAndWatch {
         Ok(Decision {
             preemptions: Vec::new(),
             placements: first_fit(&mut planner, ctx.pending()),
+            ..Decision::default()
         })
     }
 }

@@ -182,6 +182,7 @@ fn parse_instance(
         estimate: None,
         workload: None,
         constraints: Default::default(),
+        elastic: None,
     };
     Ok(Row::Kept(Instance {
         job,

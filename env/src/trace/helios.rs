@@ -342,6 +342,7 @@ fn parse_job(
         estimate: None,
         workload: None,
         constraints: Default::default(),
+        elastic: None,
     };
     Ok(Row::Kept(WallClockJob {
         job,

@@ -110,6 +110,7 @@ impl ItpOptions {
             estimate: None,
             workload: None,
             constraints: Default::default(),
+            elastic: None,
         }
     }
 }

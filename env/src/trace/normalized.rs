@@ -274,6 +274,7 @@ fn parse_job(
         estimate: row.opt_secs("estimate_s")?,
         workload: None,
         constraints: Default::default(),
+        elastic: None,
     };
     Ok((job, row.secs("duration_s")?))
 }
@@ -658,6 +659,7 @@ mod tests {
                 estimate: estimate.map(SimTime),
                 workload: workload.and_then(WorkloadType::new),
                 constraints: Default::default(),
+                elastic: None,
             }
         }
     }

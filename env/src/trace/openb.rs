@@ -178,6 +178,7 @@ fn pod_job(
         estimate: None,
         workload: None,
         constraints: Default::default(),
+        elastic: None,
     }
 }
 

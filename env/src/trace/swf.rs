@@ -418,6 +418,7 @@ fn parse_job(
         estimate: (estimate >= 0).then(|| SimTime::from_secs(estimate.unsigned_abs())),
         workload: None,
         constraints: Default::default(),
+        elastic: None,
     };
     Ok(Row::Kept(job, SimTime::from_secs(run.unsigned_abs())))
 }

@@ -71,6 +71,7 @@ pub fn synthetic_trace(jobs: usize, cluster: &ClusterSpec, load: f64, seed: u64)
             estimate: None,
             workload: None,
             constraints: Default::default(),
+            elastic: None,
         });
     }
     // Poisson arrivals whose span makes work / (capacity x span) = load.

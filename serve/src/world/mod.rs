@@ -393,6 +393,7 @@ impl World {
             estimate: None,
             workload: None,
             constraints: Default::default(),
+            elastic: None,
         }
     }
 
@@ -927,6 +928,7 @@ fn job_spec(
         estimate,
         workload: None,
         constraints,
+        elastic: None,
     })
 }
 

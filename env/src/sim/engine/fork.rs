@@ -57,6 +57,10 @@ impl Simulator<'_> {
                     let productive = elapsed.saturating_sub(h.overhead_ms);
                     // The work of the current run, as `start` counts it: done so far + left.
                     h.remaining_ms = (productive + left_ms) as f64 * h.rate;
+                    // At its current rate throughout (a shared job's past rate changes are
+                    // not carried into the fork).
+                    h.first_rate = h.rate;
+                    h.changes.clear();
                     h.epoch += 1;
                 }
                 JobState::Finished | JobState::Rejected => {}
@@ -133,6 +137,8 @@ impl Simulator<'_> {
             rejected: self.rejected,
             policy_errors: self.policy_errors,
             preemptions: self.preemptions,
+            shares: self.shares,
+            resizes: self.resizes,
             waste_gpu_milli_ms: self.waste_gpu_milli_ms,
             stop: horizon.map(|h| now.saturating_add(h)),
             stopped: false,

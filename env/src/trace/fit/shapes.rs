@@ -107,6 +107,7 @@ impl Shape {
             estimate: None,
             workload: None,
             constraints: Default::default(),
+            elastic: None,
         }
     }
 }

@@ -1,0 +1,712 @@
+//! GPU sharing and elastic jobs in the simulator (issue #25 points 3 and 4): pairs at the
+//! table's pair rates, refusals, resizes at the table's rate for the new size, and work
+//! conservation over random runs of placements, shares, resizes and preemptions.
+
+use super::*;
+use crate::cluster::{FitStrategy, TaskPlacement, load_cluster};
+use crate::job::tests::job;
+use crate::job::{Elastic, JobSpec, TaskRequest, Trace, WorkloadType};
+use crate::policy::{Decision, DecisionContext, Placement, Policy, PolicyError};
+use crate::throughput::{Consolidation, ThroughputTable, load_table};
+use crate::units::{JobId, NodeId, SimTime};
+use std::sync::Arc;
+
+const RESNET50: &str = "ResNet-50 (batch size 64)";
+const LM: &str = "LM (batch size 20)";
+/// Gavel's V100 pair of `RESNET50` and this is `[0, 0]`: they cannot share.
+const RESNET50_128: &str = "ResNet-50 (batch size 128)";
+const RESNET18: &str = "ResNet-18 (batch size 16)";
+
+fn typed(name: &str, submit_s: u64, gpus: u32, workload: &str) -> JobSpec {
+    let mut j = job(name, submit_s, TaskRequest::whole(gpus, 0, 0));
+    j.workload = WorkloadType::new(workload);
+    j
+}
+
+fn trace(jobs: Vec<(JobSpec, u64)>) -> Trace {
+    let (specs, durs): (Vec<_>, Vec<_>) = jobs
+        .into_iter()
+        .map(|(j, d)| (j, SimTime::from_secs(d)))
+        .unzip();
+    Trace::new("test", specs, durs, vec!["default".into()]).unwrap()
+}
+
+fn gavel() -> SimConfig {
+    SimConfig {
+        throughputs: Some("gavel".into()),
+        restart_overhead_s: 5.0,
+        ..SimConfig::default()
+    }
+}
+
+fn finish_ms(r: &SimResult, job: usize) -> u64 {
+    r.jobs[job].finish.expect("the job finished").ms()
+}
+
+fn one_gpu(node: u32, gpu: u8) -> Vec<TaskPlacement> {
+    vec![TaskPlacement {
+        node: NodeId(node),
+        gpus: vec![gpu],
+    }]
+}
+
+/// Shares each pending job onto the GPU of the first running job that shares with nobody;
+/// places it first-fit when nothing runs.
+struct ShareFirst;
+
+impl Policy for ShareFirst {
+    fn name(&self) -> &str {
+        "test/share-first"
+    }
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        let mut d = Decision::default();
+        let host = {
+            let cluster = ctx.cluster();
+            cluster
+                .running()
+                .find(|a| cluster.co_tenant(a.job).is_none())
+                .map(|a| a.tasks[0].clone())
+        };
+        let mut planner = ctx.planner();
+        for p in ctx.pending() {
+            match host.clone() {
+                Some(t) => d.shares.push(Placement {
+                    job: p.spec.id,
+                    tasks: vec![TaskPlacement {
+                        node: t.node,
+                        gpus: t.gpus.into_iter().take(1).collect(),
+                    }],
+                }),
+                None => {
+                    if let Some(tasks) = planner.place(p.spec, FitStrategy::FirstFit) {
+                        d.placements.push(Placement {
+                            job: p.spec.id,
+                            tasks,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(d)
+    }
+}
+
+fn run_with(t: &Trace, cluster: &str, cfg: &SimConfig, policy: &mut dyn Policy) -> SimResult {
+    Simulator::new(t, Arc::new(load_cluster(cluster).unwrap()), cfg)
+        .unwrap()
+        .run(policy, &mut |_| {})
+}
+
+/// `(speed of a, speed of b)` sharing one V100, from the table alone: pair rate over the
+/// 1-GPU reference (V100) rate.
+fn pair_speeds(table: &ThroughputTable, a: &str, b: &str) -> (f64, f64) {
+    let (wa, wb) = (table.workload(a).unwrap(), table.workload(b).unwrap());
+    let v100 = table.gpu("V100").unwrap();
+    let [ra, rb] = table.pair(wa, wb, v100).unwrap();
+    (
+        ra / table.reference_rate(wa, 1).unwrap(),
+        rb / table.reference_rate(wb, 1).unwrap(),
+    )
+}
+
+#[test]
+fn a_pair_shares_at_the_table_rates_and_the_survivor_returns_to_its_alone_rate() {
+    // One V100. A (ResNet-50, 1000 s of work) runs alone at speed 1 (V100 is the reference)
+    // for 100 s: 100,000 ms of work done. B (LM, 200 s) then shares its GPU: A runs at
+    // 3.0214759821669617 / 4.394774823323071 = 0.6875, B at 24.79801703692631 over its
+    // alone rate. B needs 200,000 / sb ms; A would need 900,000 / sa ms, far
+    // more: B ends first, at 100,000 + ceil(200,000 / sb). A's work by then is (B's end -
+    // 100,000) x sa; the rest it does alone at speed 1 again.
+    let table = load_table("gavel").unwrap();
+    let (sa, sb) = pair_speeds(&table, RESNET50, LM);
+    assert!((sa - 3.0214759821669617 / 4.394774823323071).abs() < 1e-12);
+    let t = trace(vec![
+        (typed("A", 0, 1, RESNET50), 1000),
+        (typed("B", 100, 1, LM), 200),
+    ]);
+    let r = run_with(&t, "1x1:V100", &gavel(), &mut ShareFirst);
+    let b_end = 100_000 + (200_000.0 / sb).ceil() as u64;
+    assert_eq!(finish_ms(&r, 1), b_end);
+    // As the simulator sums it: work at speed 1 until 100 s, then at the pair's speed.
+    let a_left = 1_000_000.0 - (100_000.0 + (b_end - 100_000) as f64 * sa);
+    assert!(a_left > 0.0);
+    assert_eq!(finish_ms(&r, 0), b_end + a_left.ceil() as u64);
+    assert_eq!((r.summary.shares, r.summary.rejected_decisions), (1, 0));
+    let json = serde_json::to_string(&r.summary).unwrap();
+    assert!(
+        json.contains("\"shares\":1") && !json.contains("resizes"),
+        "{json}"
+    );
+
+    // The other way round: B (long) runs first, A (short) joins and leaves; B's end is
+    // recomputed twice.
+    let t = trace(vec![
+        (typed("B", 0, 1, LM), 1000),
+        (typed("A", 100, 1, RESNET50), 10),
+    ]);
+    let r = run_with(&t, "1x1:V100", &gavel(), &mut ShareFirst);
+    let a_end = 100_000 + (10_000.0 / sa).ceil() as u64;
+    assert_eq!(finish_ms(&r, 1), a_end);
+    let b_left = 1_000_000.0 - (100_000.0 + (a_end - 100_000) as f64 * sb);
+    assert_eq!(finish_ms(&r, 0), a_end + b_left.ceil() as u64);
+}
+
+#[test]
+fn a_job_alone_on_its_best_gpu_ends_at_work_over_rate_next_to_a_share() {
+    // Two V100s: A and B start alone at 0, one a GPU; C arrives at 50 s and shares A's GPU
+    // (the first running job). B, alone on the V100 (ResNet-50's fastest GPU model), ends at
+    // its work / rate: speed 1 on the reference, 1000 s, untouched by the pair next to it.
+    let t = trace(vec![
+        (typed("A", 0, 1, RESNET18), 300),
+        (typed("B", 0, 1, RESNET50), 1000),
+        (typed("C", 50, 1, LM), 100),
+    ]);
+    let r = run_with(&t, "1x2:V100", &gavel(), &mut ShareFirst);
+    assert_eq!(r.summary.shares, 1);
+    assert_eq!(finish_ms(&r, 1), 1_000_000);
+    assert_eq!(r.summary.finished, 3);
+}
+
+#[test]
+fn forbidden_untyped_fractional_and_multi_gpu_shares_are_refused() {
+    // ResNet-50 bs 64 with ResNet-50 bs 128 is [0, 0] on a V100 in Gavel's table: B's share
+    // is refused at every decision until A ends, then B runs alone.
+    let t = trace(vec![
+        (typed("A", 0, 1, RESNET50), 100),
+        (typed("B", 10, 1, RESNET50_128), 100),
+    ]);
+    let r = run_with(&t, "1x1:V100", &gavel(), &mut ShareFirst);
+    assert_eq!(r.summary.shares, 0);
+    assert!(r.summary.rejected_decisions >= 1);
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(100)));
+    assert_eq!(finish_ms(&r, 1), 200_000);
+    // An untyped partner, a fractional job, a 2-GPU job: never shared with.
+    let mut frac = typed("F", 10, 1, LM);
+    frac.task.gpu_milli = 500;
+    for (host, guest) in [
+        (
+            job("U", 0, TaskRequest::whole(1, 0, 0)),
+            typed("G", 10, 1, LM),
+        ),
+        (
+            typed("A", 0, 1, RESNET50),
+            job("U", 10, TaskRequest::whole(1, 0, 0)),
+        ),
+        (typed("A", 0, 1, RESNET50), frac),
+        (typed("A", 0, 2, RESNET18), typed("G", 10, 1, LM)),
+    ] {
+        let t = trace(vec![(host, 100), (guest, 100)]);
+        let cluster = "1x2:V100";
+        let r = run_with(&t, cluster, &gavel(), &mut ShareFirst);
+        assert_eq!(r.summary.shares, 0, "{:?}", t.jobs());
+        assert!(r.summary.rejected_decisions >= 1);
+        assert_eq!(r.summary.finished, 2);
+    }
+}
+
+#[test]
+fn cluster_state_keeps_a_shared_gpu_to_two_jobs_and_frees_it_with_the_last() {
+    let spec = Arc::new(load_cluster("1x2:V100").unwrap());
+    let mut state = crate::cluster::ClusterState::new(spec);
+    let mut jobs: Vec<JobSpec> = (0..4)
+        .map(|i| {
+            let mut j = typed(&format!("j{i}"), 0, 1, LM);
+            j.id = JobId(i);
+            j.task.cpu_milli = 1000;
+            j
+        })
+        .collect();
+    state.allocate(&jobs[0], one_gpu(0, 0)).unwrap();
+    // Nothing runs on GPU 1: there is nobody to share with.
+    assert!(state.allocate_shared(&jobs[1], one_gpu(0, 1)).is_err());
+    assert_eq!(state.allocate_shared(&jobs[1], one_gpu(0, 0)), Ok(JobId(0)));
+    state.check_invariants().unwrap();
+    assert_eq!(state.co_tenant(JobId(0)), Some(JobId(1)));
+    assert_eq!(state.gpu_free(NodeId(0)), &[0, 1000]);
+    assert_eq!(state.allocated_gpu_milli(), 1000);
+    assert_eq!(state.allocated_cpu_milli(), 2000);
+    // A third job is refused, by sharing and by a plain placement alike.
+    assert!(state.allocate_shared(&jobs[2], one_gpu(0, 0)).is_err());
+    assert!(state.allocate(&jobs[2], one_gpu(0, 0)).is_err());
+    // The first holder leaves: the second keeps the GPU; then it leaves too.
+    state.release(JobId(0)).unwrap();
+    state.check_invariants().unwrap();
+    assert_eq!(state.co_tenant(JobId(1)), None);
+    assert_eq!(state.gpu_free(NodeId(0)), &[0, 1000]);
+    state.release(JobId(1)).unwrap();
+    assert_eq!(state.gpu_free(NodeId(0)), &[1000, 1000]);
+    assert_eq!(state.allocated_cpu_milli(), 0);
+    state.check_invariants().unwrap();
+    // A guest whose node lacks its CPU is refused.
+    jobs[3].task.cpu_milli = u64::MAX / 2;
+    state.allocate(&jobs[0], one_gpu(0, 0)).unwrap();
+    assert!(state.allocate_shared(&jobs[3], one_gpu(0, 0)).is_err());
+    state.check_invariants().unwrap();
+}
+
+/// Resizes `self.0`'s job to `self.1` tasks of its per-task GPUs, on node 0 from GPU 0, at
+/// the first decision at or after `self.2`; places other pending jobs first-fit.
+struct ResizeAt(JobId, u32, SimTime, bool);
+
+impl Policy for ResizeAt {
+    fn name(&self) -> &str {
+        "test/resize-at"
+    }
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        let mut d = Decision::default();
+        if !self.3 && ctx.now() >= self.2 && ctx.cluster().is_running(self.0) {
+            self.3 = true;
+            let g = ctx.job(self.0).task.gpus as u8;
+            d.resizes.push(Placement {
+                job: self.0,
+                tasks: (0..self.1 as u8)
+                    .map(|k| TaskPlacement {
+                        node: NodeId(0),
+                        gpus: (k * g..(k + 1) * g).collect(),
+                    })
+                    .collect(),
+            });
+        }
+        let mut planner = ctx.planner();
+        for p in ctx.pending() {
+            if let Some(tasks) = planner.place(p.spec, FitStrategy::FirstFit) {
+                d.placements.push(Placement {
+                    job: p.spec.id,
+                    tasks,
+                });
+            }
+        }
+        Ok(d)
+    }
+}
+
+fn elastic(name: &str, submit_s: u64, tasks: u32, workload: &str, min: u32, max: u32) -> JobSpec {
+    let mut j = typed(name, submit_s, 1, workload);
+    j.tasks = tasks;
+    j.elastic = Some(Elastic {
+        min_gpus: min,
+        max_gpus: max,
+    });
+    j
+}
+
+#[test]
+fn a_resize_restarts_at_the_table_rate_of_the_new_size_keeping_the_work() {
+    // E: ResNet-18 (batch size 16) on 2 V100s, 1000 s of work measured there (speed 1).
+    // At 100 s (a second job arrives, so the policy is asked) it grows to 4 GPUs on the same
+    // node: it keeps its 100,000 ms of work, pays the 5 s restart, then runs at
+    // rate(4 V100s) / rate(2 V100s).
+    let table = load_table("gavel").unwrap();
+    let w = table.workload(RESNET18).unwrap();
+    let v100 = table.gpu("V100").unwrap();
+    let s4 = table
+        .speed(w, v100, 4, Consolidation::Consolidated, 2)
+        .unwrap();
+    let t = trace(vec![
+        (elastic("E", 0, 2, RESNET18, 1, 8), 1000),
+        (typed("x", 100, 1, RESNET18), 10),
+    ]);
+    let mut policy = ResizeAt(JobId(0), 4, SimTime::from_secs(100), false);
+    let r = run_with(&t, "1x8:V100", &gavel(), &mut policy);
+    assert_eq!(r.summary.resizes, 1);
+    assert_eq!(r.summary.preemptions, 0);
+    assert_eq!(finish_ms(&r, 0), 105_000 + (900_000.0 / s4).ceil() as u64);
+    // Shrunk to 1 GPU instead: the 1-GPU rate over the 2-GPU one.
+    let s1 = table
+        .speed(w, v100, 1, Consolidation::Consolidated, 2)
+        .unwrap();
+    let mut policy = ResizeAt(JobId(0), 1, SimTime::from_secs(100), false);
+    let r = run_with(&t, "1x8:V100", &gavel(), &mut policy);
+    assert_eq!(finish_ms(&r, 0), 105_000 + (900_000.0 / s1).ceil() as u64);
+}
+
+#[test]
+fn resizes_out_of_range_of_rigid_jobs_and_at_rate_zero_are_refused() {
+    let t = |j: JobSpec| trace(vec![(j, 1000), (typed("x", 100, 1, RESNET18), 10)]);
+    let cases = [
+        // Below min_gpus (2), above max_gpus (4).
+        (elastic("E", 0, 2, RESNET18, 2, 4), 1),
+        (elastic("E", 0, 2, RESNET18, 2, 4), 5),
+        // A rigid gang.
+        (
+            {
+                let mut j = typed("R", 0, 1, RESNET18);
+                j.tasks = 2;
+                j
+            },
+            4,
+        ),
+        // 3 GPUs: Gavel has no 3-GPU rate.
+        (elastic("E", 0, 2, RESNET18, 1, 4), 3),
+    ];
+    for (j, tasks) in cases {
+        let mut policy = ResizeAt(JobId(0), tasks, SimTime::from_secs(100), false);
+        let r = run_with(&t(j), "1x8:V100", &gavel(), &mut policy);
+        assert_eq!((r.summary.resizes, r.summary.rejected_decisions), (0, 1));
+        assert_eq!(finish_ms(&r, 0), 1_000_000);
+    }
+    // An elastic job's bounds are checked with the trace.
+    let mut bad = elastic("E", 0, 1, RESNET18, 2, 4);
+    bad.task.gpus = 2;
+    bad.elastic = Some(Elastic {
+        min_gpus: 3,
+        max_gpus: 4,
+    });
+    let err = Trace::new("t", vec![bad], vec![SimTime(1)], vec!["d".into()]).unwrap_err();
+    assert!(
+        err.to_string().contains("min_gpus 3 is not a multiple"),
+        "{err}"
+    );
+}
+
+mod props {
+    use super::*;
+    use crate::policy::JobState;
+    use crate::throughput::gavel::TEMPLATES;
+    use proptest::prelude::*;
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// Preempts, resizes, shares and places at random (often refused), bounded so that every
+    /// run ends: at most 3 preemptions and 2 resizes a job.
+    struct Chaos {
+        rng: StdRng,
+        resized: BTreeMap<JobId, u32>,
+    }
+
+    impl Policy for Chaos {
+        fn name(&self) -> &str {
+            "test/chaos"
+        }
+        fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+            let mut d = Decision::default();
+            let cluster = ctx.cluster();
+            let nodes = cluster.spec().nodes.len() as u32;
+            let running: Vec<(JobId, TaskPlacement)> = cluster
+                .running()
+                .map(|a| (a.job, a.tasks[0].clone()))
+                .collect();
+            drop(cluster);
+            if let Some((victim, _)) = running.get(self.rng.random_range(0..running.len() + 2))
+                && ctx.runtime(*victim).preemptions < 3
+            {
+                d.preemptions.push(*victim);
+            }
+            for (id, _) in &running {
+                let job = ctx.job(*id);
+                let count = self.resized.entry(*id).or_default();
+                if job.elastic.is_none() || *count >= 2 || self.rng.random_range(0..3) != 0 {
+                    continue;
+                }
+                *count += 1;
+                let g = job.task.gpus as u8;
+                let node = NodeId(self.rng.random_range(0..nodes));
+                let k = self.rng.random_range(1..=8 / g);
+                d.resizes.push(Placement {
+                    job: *id,
+                    tasks: (0..k)
+                        .map(|i| TaskPlacement {
+                            node,
+                            gpus: (i * g..(i + 1) * g).collect(),
+                        })
+                        .collect(),
+                });
+            }
+            let mut planner = ctx.planner();
+            for p in ctx.pending() {
+                if !running.is_empty() && self.rng.random_range(0..2) == 0 {
+                    let (_, host) = &running[self.rng.random_range(0..running.len())];
+                    d.shares.push(Placement {
+                        job: p.spec.id,
+                        tasks: vec![TaskPlacement {
+                            node: host.node,
+                            gpus: host.gpus.iter().take(1).copied().collect(),
+                        }],
+                    });
+                    continue;
+                }
+                let mut on_v100 = p.spec.clone();
+                on_v100.gpu_types = vec!["V100".into()];
+                if let Some(tasks) = planner.place(&on_v100, FitStrategy::BestFit) {
+                    d.placements.push(Placement {
+                        job: p.spec.id,
+                        tasks,
+                    });
+                }
+            }
+            Ok(d)
+        }
+    }
+
+    /// What the test saw of a running job at one decision: enough to work its rate out
+    /// from the table alone.
+    #[derive(Debug, Clone)]
+    struct Seen {
+        at: SimTime,
+        nodes: Vec<NodeId>,
+        gpus: u32,
+        partner: Option<JobId>,
+    }
+
+    /// One run of a job: its start, restart overhead, and the configurations seen.
+    #[derive(Debug, Clone)]
+    struct Run {
+        start: SimTime,
+        overhead_ms: u64,
+        seen: Vec<Seen>,
+    }
+
+    /// The table's speed of typed `job` alone on `gpus` GPUs over `nodes` (one model, one
+    /// rack in these clusters), from the table alone.
+    fn alone(
+        table: &ThroughputTable,
+        spec: &crate::cluster::ClusterSpec,
+        job: &JobSpec,
+        s: &Seen,
+    ) -> f64 {
+        let w = table
+            .workload(job.workload.as_ref().unwrap().as_str())
+            .unwrap();
+        let per_node = spec.nodes.iter().map(|n| n.gpus as u64).max().unwrap();
+        let placement = if s.nodes.len() as u64 > (s.gpus as u64).div_ceil(per_node) {
+            Consolidation::Spread
+        } else {
+            Consolidation::Consolidated
+        };
+        let gpu = table
+            .gpu(&spec.node_model(s.nodes[0]).unwrap().name)
+            .unwrap();
+        table
+            .speed(w, gpu, s.gpus, placement, job.gpus_total() as u32)
+            .unwrap_or(0.0)
+    }
+
+    /// The run's rate pieces `(from, speed)`: each configuration seen, and where a partner
+    /// ended between two decisions, the job's alone speed from the partner's end.
+    fn pieces(
+        table: &ThroughputTable,
+        spec: &crate::cluster::ClusterSpec,
+        t: &Trace,
+        finish: &[Option<SimTime>],
+        run: &Run,
+        id: JobId,
+    ) -> Vec<(SimTime, f64)> {
+        let job = t.job(id);
+        let mut out = Vec::new();
+        for (k, s) in run.seen.iter().enumerate() {
+            let next = run
+                .seen
+                .get(k + 1)
+                .map(|n| n.at)
+                .unwrap_or(SimTime(u64::MAX));
+            match s.partner {
+                None => out.push((s.at, alone(table, spec, job, s))),
+                Some(p) => {
+                    let w = |j: &JobSpec| {
+                        table
+                            .workload(j.workload.as_ref().unwrap().as_str())
+                            .unwrap()
+                    };
+                    let gpu = table
+                        .gpu(&spec.node_model(s.nodes[0]).unwrap().name)
+                        .unwrap();
+                    let [r, _] = table.pair(w(job), w(t.job(p)), gpu).unwrap();
+                    let reference = table
+                        .reference_rate(w(job), job.gpus_total() as u32)
+                        .unwrap();
+                    out.push((s.at, r / reference));
+                    if let Some(end) = finish[p.index()].filter(|e| *e > s.at && *e < next) {
+                        out.push((end, alone(table, spec, job, s)));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Work of a run with `pieces` from `from` to `to`.
+    fn work(pieces: &[(SimTime, f64)], from: SimTime, to: SimTime) -> f64 {
+        let mut w = 0.0;
+        for (k, (at, speed)) in pieces.iter().enumerate() {
+            let end = pieces.get(k + 1).map_or(to, |n| n.0).min(to);
+            let begin = (*at).max(from);
+            if end > begin {
+                w += (end.ms() - begin.ms()) as f64 * speed;
+            }
+        }
+        w
+    }
+
+    fn cluster_strategy() -> impl Strategy<Value = String> {
+        prop::collection::vec(0usize..3, 0..3).prop_map(|extra| {
+            let mut parts = vec!["1x8:V100".to_string()];
+            for model in extra {
+                parts.push(format!("1x8:{}", ["K80", "P100", "V100"][model]));
+            }
+            parts.join("+")
+        })
+    }
+
+    fn trace_strategy() -> impl Strategy<Value = Trace> {
+        // (tasks of 1 GPU, elastic?) with 1, 2 or 4 GPUs; multi-GPU jobs distributed only.
+        let job = (
+            0u64..60,
+            1u64..150,
+            prop::sample::select(vec![1u32, 1, 2, 4]),
+            0usize..26,
+            proptest::bool::ANY,
+        );
+        prop::collection::vec(job, 1..12).prop_map(|jobs| {
+            let distributed: Vec<&str> = TEMPLATES
+                .iter()
+                .filter(|t| t.distributed)
+                .map(|t| t.name)
+                .collect();
+            let (specs, durs): (Vec<_>, Vec<_>) = jobs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (submit, dur, tasks, w, is_elastic))| {
+                    let workload = if tasks == 1 && !is_elastic {
+                        TEMPLATES[w].name
+                    } else {
+                        distributed[w % distributed.len()]
+                    };
+                    let mut j = typed(&format!("j{i}"), submit, 1, workload);
+                    j.tasks = tasks;
+                    if is_elastic {
+                        j.elastic = Some(Elastic {
+                            min_gpus: 1,
+                            max_gpus: 8,
+                        });
+                    }
+                    (j, SimTime::from_secs(dur))
+                })
+                .unzip();
+            Trace::new("prop", specs, durs, vec!["default".into()]).unwrap()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+            ..ProptestConfig::default()
+        })]
+
+        /// Under any sequence of placements, shares, resizes and preemptions: capacity is
+        /// never exceeded and a shared GPU holds two jobs at most (`check_invariants`), every
+        /// job ends exactly once, and each ends when the work it kept (checkpointed work of
+        /// preempted runs, all the work of resized ones) plus its last run's work, at the
+        /// table's alone or pair speeds worked out here, reaches its trace duration.
+        #[test]
+        fn work_is_conserved_under_placements_shares_resizes_and_preemptions(
+            cluster in cluster_strategy(), t in trace_strategy(), seed in 0u64..1000,
+            checkpoint in prop::sample::select(vec![0.0, 7.0]),
+        ) {
+            let spec = load_cluster(&cluster).unwrap();
+            let table = load_table("gavel").unwrap();
+            let cfg = SimConfig {
+                tick_s: 11.0,
+                checkpoint_interval_s: checkpoint,
+                restart_overhead_s: 3.0,
+                ..gavel()
+            };
+            let mut sim = Simulator::new(&t, Arc::new(spec.clone()), &cfg).unwrap();
+            let mut policy = Chaos { rng: StdRng::seed_from_u64(seed), resized: BTreeMap::new() };
+            let n = t.len();
+            // Per job: its closed runs, with how each ended; its open run.
+            let mut closed: Vec<Vec<(Run, SimTime, bool)>> = vec![Vec::new(); n];
+            let mut open: Vec<Option<Run>> = vec![None; n];
+            let mut preemptions = vec![0u32; n];
+            let mut ended = BTreeSet::new();
+            let mut decisions = 0;
+            while sim.advance() && decisions < 20_000 {
+                decisions += 1;
+                let d = policy.decide(&sim.context()).unwrap();
+                for id in sim.context().recently_finished() {
+                    prop_assert!(ended.insert(*id), "job {} ended twice", id.index());
+                }
+                sim.apply(&d);
+                let now = sim.now();
+                let ctx = sim.context();
+                let cluster = ctx.cluster();
+                prop_assert!(cluster.check_invariants().is_ok(), "{:?}", cluster.check_invariants());
+                let mut per_gpu: BTreeMap<(NodeId, u8), u32> = BTreeMap::new();
+                for a in cluster.running() {
+                    for tp in a.tasks.iter() {
+                        for g in &tp.gpus {
+                            *per_gpu.entry((tp.node, *g)).or_default() += 1;
+                        }
+                    }
+                }
+                prop_assert!(per_gpu.values().all(|c| *c <= 2));
+                for j in t.jobs() {
+                    let i = j.id.index();
+                    let rt = ctx.runtime(j.id);
+                    let preempted = rt.preemptions > preemptions[i];
+                    preemptions[i] = rt.preemptions;
+                    let restarted = rt.run_start.is_some_and(|s| open[i].as_ref().is_some_and(|r| r.start != s));
+                    if preempted || restarted {
+                        let run = open[i].take().expect("a stopped job was running");
+                        // A preemption keeps the checkpointed work; a resize (a restart
+                        // without a preemption) all of it.
+                        closed[i].push((run, now, preempted));
+                    }
+                    if rt.state == JobState::Running {
+                        let a = cluster.allocation(j.id).unwrap();
+                        let seen = Seen {
+                            at: now,
+                            nodes: a.nodes(),
+                            gpus: a.tasks.len() as u32 * a.task.gpus,
+                            partner: cluster.co_tenant(j.id),
+                        };
+                        match &mut open[i] {
+                            Some(run) => run.seen.push(seen),
+                            None => {
+                                let resized = closed[i].last().is_some_and(|(_, _, p)| !p);
+                                open[i] = Some(Run {
+                                    start: now,
+                                    overhead_ms: if rt.preemptions > 0 || resized { 3000 } else { 0 },
+                                    seen: vec![seen],
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            let r = sim.finish("test/chaos", 0.0);
+            prop_assert_eq!(r.summary.finished, r.summary.jobs);
+            let finish: Vec<Option<SimTime>> = r.jobs.iter().map(|j| j.finish).collect();
+            for j in t.jobs() {
+                let i = j.id.index();
+                let mut left = t.true_duration(j.id).ms() as f64;
+                for (run, stop, preempted) in &closed[i] {
+                    let ps = run.start.saturating_add(SimTime(run.overhead_ms));
+                    let p = pieces(&table, &spec, &t, &finish, run, j.id);
+                    let kept_until = if !preempted {
+                        (*stop).max(ps)
+                    } else if checkpoint > 0.0 {
+                        let productive = stop.ms().saturating_sub(ps.ms());
+                        ps.saturating_add(SimTime(productive / 7000 * 7000))
+                    } else {
+                        left = t.true_duration(j.id).ms() as f64;
+                        continue;
+                    };
+                    left = (left - work(&p, ps, kept_until)).max(0.0);
+                }
+                let run = open[i].as_ref().expect("a finished job's last run was seen");
+                let end = finish[i].unwrap();
+                let ps = run.start.saturating_add(SimTime(run.overhead_ms));
+                let p = pieces(&table, &spec, &t, &finish, run, j.id);
+                prop_assert!(p.iter().all(|(_, s)| *s > 0.0), "job {} ran at speed 0", j.name);
+                let done = work(&p, ps, end);
+                let last = p.last().unwrap().1;
+                // The last run did exactly the work left, rounded up to the ms (each rate
+                // change may round up once more).
+                let slack = last * (p.len() as f64 + 1.0) + 1e-6;
+                prop_assert!(done + 1e-6 >= left && done < left + slack,
+                    "job {}: done {} left {} pieces {:?}", j.name, done, left, p);
+            }
+        }
+    }
+}
