@@ -178,10 +178,14 @@ pub fn run(args: &Args) -> Result<()> {
         trace = scale_to_load(&trace, &spec, load).context("--load")?;
     }
     let policy_cfg = harness::read_policy_config(args.policy_config.as_deref())?;
-    let mut policy = harness::build(
-        &args.policy,
-        &harness::policy_options(&trace, cfg.seed, &policy_cfg),
-    )?;
+    let mut options = harness::policy_options(&trace, cfg.seed, &policy_cfg);
+    // The rate-reading parts (`colocate`, `elastic`) read the run's table.
+    if let Some(table) = &cfg.throughputs {
+        let loaded = lachesis_env::throughput::load_table(table)
+            .with_context(|| format!("--throughputs {table}"))?;
+        options.throughputs = Some(Arc::new(loaded));
+    }
+    let mut policy = harness::build(&args.policy, &options)?;
     let sim = Simulator::new(&trace, Arc::clone(&spec), &cfg)?;
     let mut bar = RunProgress::new(args.quiet || args.json);
     let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));

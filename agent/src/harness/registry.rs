@@ -56,6 +56,7 @@ pub fn policy_options(trace: &Trace, seed: u64, config: &PolicyConfig) -> Policy
         oracle_durations: Some(durations.into()),
         tiresias: config.tiresias.clone(),
         gittins: config.gittins.clone(),
+        ..PolicyOptions::default()
     }
 }
 

@@ -16,7 +16,10 @@ mod registry;
 pub(crate) use context::seen_below;
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
-pub use modifier::{ClassPreempt, Easy, GittinsPreempt, LasPreempt, VictimPools, minimal_victims};
+pub use modifier::{
+    ClassPreempt, Colocate, Easy, ElasticAlloc, GittinsPreempt, LasPreempt, VictimPools,
+    best_above, marginal_efficiency, minimal_victims, summed_normalised_rate,
+};
 pub use planner::{PlanMark, Planner};
 pub use registry::{
     PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,

@@ -2,7 +2,7 @@
 //! and the command line pick policies by these names; nobody edits code to switch.
 
 use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
-use super::modifier::{ClassPreempt, Easy, GittinsPreempt, LasPreempt};
+use super::modifier::{ClassPreempt, Colocate, Easy, ElasticAlloc, GittinsPreempt, LasPreempt};
 use super::order::{
     Drf, Gittins, GittinsConfig, HpcFunction, HpcPriority, PriorityOrder, Shortest, Tiresias,
     TiresiasConfig,
@@ -10,6 +10,7 @@ use super::order::{
 use super::place::{DotProduct, Fgd, GpuClustering, GpuPacking, MostAllocated, RandomFit, Topo};
 use super::{Policy, PolicyError};
 use crate::cluster::FitStrategy;
+use crate::throughput::ThroughputTable;
 use crate::units::SimTime;
 use serde::Serialize;
 use std::sync::Arc;
@@ -26,6 +27,18 @@ pub struct PolicyOptions {
     pub tiresias: TiresiasConfig,
     /// The Gittins ordering's and preemption's knobs.
     pub gittins: GittinsConfig,
+    /// The throughput table of the run, for the parts that read rates (`colocate`,
+    /// `elastic`); they refuse to be built without one.
+    pub throughputs: Option<Arc<ThroughputTable>>,
+}
+
+/// The table a rate-reading part `part` needs, or why it cannot be built.
+fn table_for(options: &PolicyOptions, part: &str) -> Result<Arc<ThroughputTable>, String> {
+    options.throughputs.clone().ok_or_else(|| {
+        format!(
+            "modifier `{part}` reads a throughput table: run with --throughputs (throughputs = ...)"
+        )
+    })
 }
 
 /// The tunable knobs of registered parts, as a policy config file gives them
@@ -148,6 +161,28 @@ const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
         "a blocked job preempts preemptible jobs of a lower Gittins index (by a margin), \
          lowest first (needs tick_s > 0)",
         |o| Ok(Box::new(GittinsPreempt::new(&o.gittins)?)),
+    ),
+    (
+        "colocate",
+        "Gavel space sharing: a blocked 1-GPU typed job shares a running 1-GPU job's GPU when \
+         the pair's summed normalised rate beats 1.0 (needs a throughput table)",
+        |o| {
+            Ok(Box::new(Colocate::new(
+                table_for(o, "colocate")?,
+                Colocate::DEFAULT_THRESHOLD,
+            )))
+        },
+    ),
+    (
+        "elastic",
+        "Pollux/ElasticFlow-like: shrink a running elastic job to min_gpus to admit a blocked \
+         job, else grow the one with the best marginal speedup per extra GPU (needs a table)",
+        |o| {
+            Ok(Box::new(ElasticAlloc::new(
+                table_for(o, "elastic")?,
+                ElasticAlloc::DEFAULT_MIN_EFFICIENCY,
+            )))
+        },
     ),
 ];
 
@@ -309,7 +344,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            err.contains("known: easy, preempt, las-preempt, gittins-preempt"),
+            err.contains("known: easy, preempt, las-preempt, gittins-preempt, colocate, elastic"),
             "{err}"
         );
         assert_eq!(

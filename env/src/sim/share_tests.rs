@@ -359,6 +359,90 @@ fn resizes_out_of_range_of_rigid_jobs_and_at_rate_zero_are_refused() {
     );
 }
 
+/// The registry policy `name` with the Gavel table (for `colocate` and `elastic`).
+fn with_table(name: &str) -> Box<dyn Policy> {
+    let options = crate::policy::PolicyOptions {
+        throughputs: Some(Arc::new(load_table("gavel").unwrap())),
+        ..crate::policy::PolicyOptions::default()
+    };
+    crate::policy::build_policy_with(name, &options).unwrap()
+}
+
+#[test]
+fn colocate_shares_a_gpu_when_the_pair_beats_the_threshold() {
+    // One V100. A (ResNet-50 bs 64) runs; B (LM bs 20) is blocked. Summed normalised rate:
+    // 3.0214759821669617 / 4.394774823323071 + 24.79801703692631 / 64.74245099960703 =
+    // 0.6875 + 0.3830 = 1.0705 > 1: B shares A's GPU at once.
+    let t = trace(vec![
+        (typed("A", 0, 1, RESNET50), 1000),
+        (typed("B", 10, 1, LM), 100),
+    ]);
+    let r = run_with(
+        &t,
+        "1x1:V100",
+        &gavel(),
+        with_table("fifo/first-fit/colocate").as_mut(),
+    );
+    assert_eq!((r.summary.shares, r.summary.rejected_decisions), (1, 0));
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(10)));
+    // A pair the table forbids: B waits for A.
+    let t = trace(vec![
+        (typed("A", 0, 1, RESNET50), 1000),
+        (typed("B", 10, 1, RESNET50_128), 100),
+    ]);
+    let r = run_with(
+        &t,
+        "1x1:V100",
+        &gavel(),
+        with_table("fifo/first-fit/colocate").as_mut(),
+    );
+    assert_eq!((r.summary.shares, r.summary.rejected_decisions), (0, 0));
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(1000)));
+    // Without a table the part is refused, saying why.
+    let err = crate::policy::build_policy("fifo/first-fit/colocate", 0)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("throughput table"), "{err}");
+}
+
+#[test]
+fn elastic_grows_into_idle_gpus_and_shrinks_to_admit() {
+    // E: ResNet-18 bs 16 on 4 V100s (elastic 1..8), on the 8-GPU node. x arrives at 100 s
+    // and takes the K80 (its only model); nobody waits, so the 4 idle V100s go to E: 4 -> 8
+    // GPUs is 123.85 -> 382.60 steps/s, an efficiency of (382.60 - 123.85) / 4 /
+    // (123.85 / 4) = 2.09 >= 0.5. E keeps its 100 s of work and restarts (5 s) at
+    // 382.60 / 123.85.
+    let mut x = typed("x", 100, 1, LM);
+    x.gpu_types = vec!["K80".into()];
+    let t = trace(vec![(elastic("E", 0, 4, RESNET18, 1, 8), 1000), (x, 10)]);
+    let r = run_with(
+        &t,
+        "1x8:V100+1x1:K80",
+        &gavel(),
+        with_table("fifo/first-fit/elastic").as_mut(),
+    );
+    assert_eq!((r.summary.resizes, r.summary.rejected_decisions), (1, 0));
+    let speed: f64 = 382.5974422686407 / 123.85376642692827;
+    assert_eq!(
+        finish_ms(&r, 0),
+        105_000 + (900_000.0 / speed).ceil() as u64
+    );
+    // E holds all 8 GPUs (elastic 2..8); y (1 GPU) arrives at 100 s and is blocked: E
+    // shrinks to 2 GPUs (its first two) and y starts at once.
+    let t = trace(vec![
+        (elastic("E", 0, 8, RESNET18, 2, 8), 1000),
+        (typed("y", 100, 1, LM), 10),
+    ]);
+    let r = run_with(
+        &t,
+        "1x8:V100",
+        &gavel(),
+        with_table("fifo/first-fit/elastic").as_mut(),
+    );
+    assert_eq!((r.summary.resizes, r.summary.rejected_decisions), (1, 0));
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(100)));
+}
+
 mod props {
     use super::*;
     use crate::policy::JobState;

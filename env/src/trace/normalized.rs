@@ -14,8 +14,8 @@
 //! - Line 2 may be `#tenants,NAME,...`: the trace's tenant table in `TenantId` order (kept
 //!   even when a tenant has no job). Without it, tenants are numbered in order of first
 //!   appearance in the `tenant` column.
-//! - Then the header: all 15 columns, in any order, no others; plus, optionally, a 16th,
-//!   `workload`.
+//! - Then the header: all 15 columns, in any order, no others; plus, optionally, `workload`,
+//!   the pair `constraints`,`distinct_nodes`, and the pair `min_gpus`,`max_gpus`.
 //! - `job_id`: the job's name in its source trace (any text). `submit_s`, `duration_s`
 //!   (true run time at speed 1.0), `estimate_s` (user estimate; empty = none): seconds,
 //!   non-negative, at most 3 decimals, so exact milliseconds. `tasks` >= 1 (a gang when > 1);
@@ -27,17 +27,21 @@
 //!   trains, a type a throughput preset defines (`crate::throughput::known_workload`:
 //!   case-insensitive, stored in the preset's spelling) or one listed in
 //!   [`super::ReadOptions::workload_names`]; empty = untyped. Any other name is refused.
+//!   `min_gpus`, `max_gpus`: an elastic job's GPU range (`crate::job::Elastic`: whole-GPU
+//!   tasks, both multiples of `gpus`, the job's size between them); both empty = rigid.
 //! - Rows may come in any order; the trace sorts them by submit time (stable).
 //!
 //! Writing refuses what would not read back equal: empty or duplicate tenant names, GPU type
 //! names that are empty, contain `|` or have surrounding spaces. The `workload` column is
-//! written only when some job has a type, so a trace without types is written as before.
+//! written only when some job has a type, the constraint pair only when some job is
+//! constrained, the elastic pair only when some job is elastic, so a trace without them is
+//! written as before.
 
 use super::table::{self, Table, Unknown};
 use super::{ReadReport, TraceFormat, TraceRead, TraceReadError};
 use crate::cluster::MAX_GPUS_PER_NODE;
 use crate::constraint::Constraints;
-use crate::job::{JobKind, JobSpec, Qos, TaskRequest, Trace, WorkloadType};
+use crate::job::{Elastic, JobKind, JobSpec, Qos, TaskRequest, Trace, WorkloadType};
 use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use csv::StringRecord;
 use std::collections::HashMap;
@@ -57,6 +61,9 @@ pub const WORKLOAD: &str = "workload";
 /// none) and whether a gang needs distinct nodes (`true`/`false`).
 pub const CONSTRAINTS: &str = "constraints";
 pub const DISTINCT_NODES: &str = "distinct_nodes";
+/// The optional pair of columns of an elastic job's GPU range (both empty: rigid).
+pub const MIN_GPUS: &str = "min_gpus";
+pub const MAX_GPUS: &str = "max_gpus";
 /// [`COLUMNS`], then [`WORKLOAD`], [`CONSTRAINTS`] and [`DISTINCT_NODES`].
 const ALL_COLUMNS: &[&str] = &[
     "job_id",
@@ -137,13 +144,11 @@ pub fn read(
     let constrained = record
         .iter()
         .any(|column| [CONSTRAINTS, DISTINCT_NODES].contains(&column.trim()));
-    let columns = match (typed, constrained) {
-        (false, false) => COLUMNS,
-        (true, false) => COLUMNS_WITH_WORKLOAD,
-        (false, true) => COLUMNS_WITH_CONSTRAINTS,
-        (true, true) => ALL_COLUMNS,
-    };
-    let mut rows = Table::with_header(source, reader, record, columns, Unknown::Reject)?;
+    let elastic = record
+        .iter()
+        .any(|column| [MIN_GPUS, MAX_GPUS].contains(&column.trim()));
+    let columns = columns_for(typed, constrained, elastic);
+    let mut rows = Table::with_header(source, reader, record, &columns, Unknown::Reject)?;
 
     let mut report = ReadReport::new(TraceFormat::Normalized);
     let (mut jobs, mut durations) = (Vec::new(), Vec::new());
@@ -155,6 +160,9 @@ pub fn read(
         }
         if constrained {
             job.constraints = parse_constraints(&row)?;
+        }
+        if elastic {
+            job.elastic = parse_elastic(&row)?;
         }
         jobs.push(job);
         durations.push(duration);
@@ -290,6 +298,39 @@ fn parse_constraints(row: &table::Row<'_>) -> Result<Constraints, TraceReadError
     Ok(c)
 }
 
+/// The header's columns: the required ones, then each optional group present.
+fn columns_for(typed: bool, constrained: bool, elastic: bool) -> Vec<&'static str> {
+    let mut columns = match (typed, constrained) {
+        (false, false) => COLUMNS,
+        (true, false) => COLUMNS_WITH_WORKLOAD,
+        (false, true) => COLUMNS_WITH_CONSTRAINTS,
+        (true, true) => ALL_COLUMNS,
+    }
+    .to_vec();
+    if elastic {
+        columns.extend([MIN_GPUS, MAX_GPUS]);
+    }
+    columns
+}
+
+/// The `min_gpus` and `max_gpus` fields: both empty is rigid; else both GPU counts (checked
+/// against the job's shape when the trace is built, naming the job and row).
+fn parse_elastic(row: &table::Row<'_>) -> Result<Option<Elastic>, TraceReadError> {
+    let (min, max) = (row.str(MIN_GPUS).trim(), row.str(MAX_GPUS).trim());
+    if min.is_empty() && max.is_empty() {
+        return Ok(None);
+    }
+    let count = |column: &'static str, text: &str| {
+        text.parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            row.expected(column, "a GPU count >= 1, or nothing with the other empty")
+        })
+    };
+    Ok(Some(Elastic {
+        min_gpus: count(MIN_GPUS, min)?,
+        max_gpus: count(MAX_GPUS, max)?,
+    }))
+}
+
 /// The `workload` field: empty is untyped; a name must be a known type.
 fn parse_workload(
     row: &table::Row<'_>,
@@ -319,12 +360,8 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
     out.write_record(std::iter::once(TENANTS).chain(trace.tenants().iter().map(String::as_str)))?;
     let typed = trace.jobs().iter().any(|j| j.workload.is_some());
     let constrained = trace.jobs().iter().any(|j| !j.constraints.is_none());
-    out.write_record(match (typed, constrained) {
-        (false, false) => COLUMNS,
-        (true, false) => COLUMNS_WITH_WORKLOAD,
-        (false, true) => COLUMNS_WITH_CONSTRAINTS,
-        (true, true) => ALL_COLUMNS,
-    })?;
+    let elastic = trace.jobs().iter().any(|j| j.elastic.is_some());
+    out.write_record(columns_for(typed, constrained, elastic))?;
     for job in trace.jobs() {
         let fields = [
             job.name.clone(),
@@ -348,12 +385,24 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
             job.constraints.label_text(),
             job.constraints.distinct_nodes.to_string(),
         ];
-        let extra = typed.then_some(workload).into_iter().chain(
-            constrained
-                .then(|| constraints.iter().map(String::as_str))
-                .into_iter()
-                .flatten(),
-        );
+        let range = job.elastic.map_or([String::new(), String::new()], |e| {
+            [e.min_gpus.to_string(), e.max_gpus.to_string()]
+        });
+        let extra = typed
+            .then_some(workload)
+            .into_iter()
+            .chain(
+                constrained
+                    .then(|| constraints.iter().map(String::as_str))
+                    .into_iter()
+                    .flatten(),
+            )
+            .chain(
+                elastic
+                    .then(|| range.iter().map(String::as_str))
+                    .into_iter()
+                    .flatten(),
+            );
         out.write_record(fields.iter().map(String::as_str).chain(extra))?;
     }
     out.flush()?;
@@ -605,6 +654,54 @@ mod tests {
     }
 
     #[test]
+    fn elastic_columns_are_optional_read_written_and_checked() {
+        let text = format!(
+            "#lachesis-trace v1\n#tenants,t\n{HEADER},min_gpus,max_gpus\n\
+             a,0,10,2,1,1000,0,0,,t,0,best-effort,true,training,,1,8\n\
+             b,1,10,1,2,1000,0,0,,t,0,best-effort,true,training,,,\n"
+        );
+        let t = read_str(&text).unwrap().trace;
+        let range: Vec<_> = t.jobs().iter().map(|j| j.elastic).collect();
+        assert_eq!(
+            range,
+            [
+                Some(Elastic {
+                    min_gpus: 1,
+                    max_gpus: 8
+                }),
+                None
+            ]
+        );
+        let mut written = Vec::new();
+        write_normalized(&t, &mut written).unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), text);
+        // A bound that is not a multiple of the task's GPUs, one alone, one not a count.
+        let bad = text.replace(",,,\n", ",,3,4\n");
+        assert!(
+            err(&bad).contains("min_gpus 3 is not a multiple"),
+            "{}",
+            err(&bad)
+        );
+        let bad = text.replace(",,,\n", ",,2,\n");
+        assert!(
+            err(&bad).contains("line 5, field max_gpus"),
+            "{}",
+            err(&bad)
+        );
+        let bad = text.replace(",1,8\n", ",one,8\n");
+        assert!(
+            err(&bad).contains("line 4, field min_gpus"),
+            "{}",
+            err(&bad)
+        );
+        // Without elastic jobs the pair is not written.
+        let rigid = text.replace(",1,8\n", ",,\n");
+        let mut written = Vec::new();
+        write_normalized(&read_str(&rigid).unwrap().trace, &mut written).unwrap();
+        assert!(!String::from_utf8(written).unwrap().contains("min_gpus"));
+    }
+
+    #[test]
     fn seconds_format_exactly() {
         assert_eq!(format_secs(SimTime(0)), "0");
         assert_eq!(format_secs(SimTime(1500)), "1.5");
@@ -652,14 +749,19 @@ mod tests {
             kind in prop::sample::select(vec![JobKind::Training, JobKind::Inference, JobKind::Batch]),
             estimate in prop::option::of(any::<u64>()),
             workload in prop::option::of(prop::sample::select(known_workloads())),
+            elastic in any::<bool>(),
         ) -> JobSpec {
+            // Elastic from one task to its trace size, where its tasks take whole GPUs.
+            let elastic = (elastic && task.gpus > 0 && task.gpu_milli == GPU_MILLI).then(|| {
+                crate::job::Elastic { min_gpus: task.gpus, max_gpus: tasks * task.gpus }
+            });
             JobSpec {
                 id: JobId(0), name, submit: SimTime(submit), tasks, task, gpu_types,
                 tenant: TenantId(tenant as u32), priority, qos, preemptible, kind,
                 estimate: estimate.map(SimTime),
                 workload: workload.and_then(WorkloadType::new),
                 constraints: Default::default(),
-                elastic: None,
+                elastic,
             }
         }
     }

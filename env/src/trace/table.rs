@@ -68,7 +68,7 @@ pub(crate) struct Table<'f, R> {
     file: &'f str,
     reader: csv::Reader<R>,
     header: StringRecord,
-    columns: &'static [&'static str],
+    columns: Vec<&'static str>,
     index: Vec<usize>,
     record: StringRecord,
 }
@@ -93,7 +93,7 @@ impl<'f, R: Read> Table<'f, R> {
         file: &'f str,
         reader: csv::Reader<R>,
         header: StringRecord,
-        columns: &'static [&'static str],
+        columns: &[&'static str],
         unknown: Unknown,
     ) -> Result<Self, TraceReadError> {
         let line = line_of(&header);
@@ -131,7 +131,7 @@ impl<'f, R: Read> Table<'f, R> {
             file,
             reader,
             header,
-            columns,
+            columns: columns.to_vec(),
             index,
             record: StringRecord::new(),
         })
@@ -162,7 +162,7 @@ impl<'f, R: Read> Table<'f, R> {
             file: self.file,
             line,
             record: &self.record,
-            columns: self.columns,
+            columns: &self.columns,
             index: &self.index,
         }))
     }
@@ -173,7 +173,7 @@ pub(crate) struct Row<'a> {
     file: &'a str,
     pub line: u64,
     record: &'a StringRecord,
-    columns: &'static [&'static str],
+    columns: &'a [&'static str],
     index: &'a [usize],
 }
 

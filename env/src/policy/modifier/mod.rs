@@ -6,12 +6,16 @@
 //! none sees a true duration. Depends on the policy seams only, never on the simulator.
 
 mod easy;
+mod elastic;
 mod gittins;
 mod las;
 mod preempt;
 mod room;
 
 pub use easy::Easy;
+pub use elastic::{
+    Colocate, ElasticAlloc, best_above, marginal_efficiency, summed_normalised_rate,
+};
 pub use gittins::GittinsPreempt;
 pub use las::LasPreempt;
 pub use preempt::{ClassPreempt, minimal_victims};
