@@ -16,6 +16,12 @@
 //!   not started where that speed is 0. Untyped jobs are unaffected.
 //! - A preempted job returns to the queue with the progress of its last checkpoint; each
 //!   restart costs `restart_overhead_s` before progress resumes.
+//! - Under a table, two typed 1-GPU jobs may share one GPU (`Decision::shares`) where the
+//!   table has a non-zero pair entry: both progress at its pair rates, and the one left
+//!   returns to its rate alone when the other ends or is preempted. An elastic job
+//!   (`JobSpec::elastic`) may be resized while it runs (`Decision::resizes`): it keeps its work
+//!   and pays the restart overhead. Whenever a job's rate changes its completion is
+//!   recomputed from the work done so far (`Hidden::work_until`), under a new epoch.
 //! - The run ends when nothing is running and nothing is left to arrive; a job the policy
 //!   left pending then is reported unfinished (`finished < jobs`).
 //! - Jobs that can never fit the cluster stop the run with a report, or are skipped and counted

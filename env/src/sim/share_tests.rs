@@ -237,6 +237,33 @@ fn cluster_state_keeps_a_shared_gpu_to_two_jobs_and_frees_it_with_the_last() {
     assert_eq!(state.gpu_free(NodeId(0)), &[1000, 1000]);
     assert_eq!(state.allocated_cpu_milli(), 0);
     state.check_invariants().unwrap();
+    // Trying a decision that preempts one of a pair, and planning its preemption, leave the
+    // pair as it was.
+    state.allocate(&jobs[0], one_gpu(0, 0)).unwrap();
+    assert_eq!(state.allocate_shared(&jobs[2], one_gpu(0, 0)), Ok(JobId(0)));
+    let before = (
+        state.gpu_free(NodeId(0)).to_vec(),
+        state.cpu_free(NodeId(0)),
+    );
+    assert_eq!(state.try_decision(&[JobId(0)], &[]), Ok(()));
+    assert_eq!(state.co_tenant(JobId(2)), Some(JobId(0)));
+    assert!(state.give_back_job(JobId(0)));
+    assert_eq!(
+        state.gpu_free(NodeId(0)),
+        &[0, 1000],
+        "the partner keeps the GPU"
+    );
+    state.retake_job(JobId(0));
+    assert_eq!(
+        (
+            state.gpu_free(NodeId(0)).to_vec(),
+            state.cpu_free(NodeId(0))
+        ),
+        before
+    );
+    state.check_invariants().unwrap();
+    state.release(JobId(0)).unwrap();
+    state.release(JobId(2)).unwrap();
     // A guest whose node lacks its CPU is refused.
     jobs[3].task.cpu_milli = u64::MAX / 2;
     state.allocate(&jobs[0], one_gpu(0, 0)).unwrap();
