@@ -22,6 +22,22 @@ use std::time::Instant;
 pub type BuildPolicy<'a> =
     dyn Fn(&str, &PolicyOptions) -> Result<Box<dyn Policy>, PolicyError> + Sync + 'a;
 
+/// `policy_options` with the comparison's throughput table, for the parts that read rates
+/// (`colocate`, `elastic`).
+fn options_with_table(
+    trace: &Trace,
+    seed: u64,
+    spec: &CompareSpec,
+) -> Result<PolicyOptions, HarnessError> {
+    let mut options = policy_options(trace, seed, &spec.policy_config);
+    if let Some(table) = &spec.throughputs {
+        let loaded = lachesis_env::throughput::load_table(table)
+            .map_err(|e| HarnessError::Invalid(format!("throughputs {table}: {e}")))?;
+        options.throughputs = Some(Arc::new(loaded));
+    }
+    Ok(options)
+}
+
 /// What to compare: the policies, the units (windows x loads x seeds) and the statistics.
 #[derive(Debug, Clone)]
 pub struct CompareSpec {
@@ -268,9 +284,8 @@ pub fn compare(
             "baseline {baseline} is not among the policies"
         )));
     };
-    let policy_cfg = &spec.policy_config;
     for p in &spec.policies {
-        build(p, &policy_options(trace, 0, policy_cfg))?;
+        build(p, &options_with_table(trace, 0, spec)?)?;
     }
     let loads = spec.loads.clone();
     let mut cfg = SimConfig {
@@ -438,7 +453,7 @@ fn run_one(
         seed: unit.seed,
         ..cfg.clone()
     };
-    let options = policy_options(&window, unit.seed, &spec.policy_config);
+    let options = options_with_table(&window, unit.seed, spec)?;
     let mut p = build(policy, &options)?;
     let r = Simulator::new(&window, Arc::clone(cluster), &cfg)?.run(p.as_mut(), &mut |_| {});
     let measured = || r.jobs.iter().filter(|j| j.measured && j.finish.is_some());
