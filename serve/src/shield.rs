@@ -15,6 +15,15 @@ use std::collections::HashSet;
 
 /// Checks `decision` against `world`; the error names the job at fault and why.
 pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
+    // The wire format carries preemptions and placements only: a share or a resize would be
+    // dropped silently, so the decision is refused (the service falls back) instead.
+    if !decision.shares.is_empty() || !decision.resizes.is_empty() {
+        return Err(format!(
+            "shares GPUs ({}) or resizes jobs ({}), which the service does not carry yet",
+            decision.shares.len(),
+            decision.resizes.len()
+        ));
+    }
     let hasher = foldhash::fast::FixedState::default;
     let mut victims = HashSet::with_capacity_and_hasher(decision.preemptions.len(), hasher());
     for v in &decision.preemptions {
@@ -64,5 +73,27 @@ pub fn check(world: &World, decision: &Decision) -> Result<(), String> {
                 placements[i].0.name
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lachesis_env::policy::Placement;
+
+    #[test]
+    fn shares_and_resizes_are_refused_not_dropped() {
+        let world = World::build(&crate::synthetic::snapshot(4, 2, 0.5, 1)).unwrap();
+        let job = world.pending().next().unwrap();
+        let share = Decision {
+            shares: vec![Placement {
+                job,
+                tasks: Vec::new(),
+            }],
+            ..Decision::default()
+        };
+        let err = check(&world, &share).unwrap_err();
+        assert!(err.contains("does not carry"), "{err}");
+        assert_eq!(check(&world, &Decision::default()), Ok(()));
     }
 }
