@@ -23,6 +23,7 @@
 
 mod config;
 mod engine;
+mod hetero;
 mod rates;
 mod workload;
 
