@@ -111,3 +111,37 @@ fn heterogeneity_aware_policies_finish_a_typed_trace_on_gavels_cluster() {
         assert!(s.avg_jct_s >= s.min_avg_jct_s, "{policy}");
     }
 }
+
+#[test]
+fn untyped_runs_of_the_new_parts_are_the_old_ones_exactly() {
+    // Without workload types (with or without a table), `fastest` is best fit and `het-las`
+    // is tiresias: the same summaries but for the policy's name and wall time.
+    let shape = "4x8:V100+2x8:K80";
+    let spec = load_cluster(shape).expect("shape");
+    let t = crate::trace::synthetic::synthetic_trace(150, &spec, 1.1, 9);
+    let plain = SimConfig {
+        tick_s: 600.0,
+        ..SimConfig::default()
+    };
+    let with_table = SimConfig {
+        throughputs: Some("gavel".into()),
+        ..plain.clone()
+    };
+    for (new, old) in [
+        ("fifo/fastest", "fifo/best-fit"),
+        ("het-las/best-fit", "tiresias/best-fit"),
+        (
+            "het-las/fastest/las-preempt",
+            "tiresias/best-fit/las-preempt",
+        ),
+    ] {
+        for cfg in [&plain, &with_table] {
+            let mut a = run(&t, shape, new, cfg).summary;
+            let b = run(&t, shape, old, cfg).summary;
+            a.policy = b.policy.clone();
+            a.wall_s = b.wall_s;
+            assert_eq!(a, b, "{new} vs {old}");
+            assert_eq!(a.effective_throughput, None);
+        }
+    }
+}
