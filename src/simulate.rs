@@ -23,7 +23,8 @@ pub struct Args {
     /// Force the trace format (normalized, openb, itp, swf, dlrm, helios, sia-philly).
     #[arg(long)]
     pub format: Option<String>,
-    /// Cluster: a preset (openb, pai-2020, spot-2026), a shape like 64x8:A100, a TOML file, or
+    /// Cluster: a preset (openb, pai-2020, spot-2026, gavel, sia; an inventory on a throughput
+    /// table's GPU models as pai-2020:gavel), a shape like 64x8:A100, a TOML file, or
     /// `auto[:G:MODEL@LOAD]`: the smallest cluster of G-GPU nodes (default 8 x V100) that holds
     /// the largest job at offered load LOAD (default 0.8), sized from the trace.
     #[arg(long)]

@@ -330,3 +330,75 @@ fn the_verdict_names_identical_policies_together() {
         Some("verdict: no winner: all 2 policies ran identically on average JCT")
     );
 }
+
+/// A typed run (Gavel's cluster, table and workload rule) reports effective throughput and the
+/// share of GPU-time on each job's fastest model, in the terminal table, `report.md`,
+/// `runs.csv` and `comparison.json`; `fastest` puts more GPU-time on the fastest model than
+/// best fit. An untyped comparison has none of these rows (the golden test above).
+#[test]
+fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
+    let out = out_dir("compare_typed");
+    let run = lachesis(&[
+        "compare",
+        "--trace",
+        "traces/openb/openb_pod_excerpt.csv",
+        "--cluster",
+        "gavel",
+        "--throughputs",
+        "gavel",
+        "--assign-workloads",
+        "gavel",
+        "--policies",
+        "tiresias/best-fit/las-preempt,het-las/fastest/las-preempt,fifo/fastest",
+        "--windows",
+        "2",
+        "--window-jobs",
+        "60",
+        "--load",
+        "1.0",
+        "--resamples",
+        "200",
+        "--out",
+        out.to_str().expect("a UTF-8 temp path"),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    for row in ["effective throughput", "GPU-time on fastest model"] {
+        assert!(stdout.contains(row), "no {row} row in:\n{stdout}");
+    }
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(md.contains("| GPU-time on fastest model ↑ |"), "{md}");
+    assert!(
+        md.contains("Effective throughput: reference GPU-hours"),
+        "{md}"
+    );
+    let csv = fs::read_to_string(out.join("runs.csv")).expect("runs.csv");
+    assert!(
+        csv.lines()
+            .next()
+            .is_some_and(|h| h.ends_with(",effective_throughput,fastest_gpu_share")),
+        "{csv}"
+    );
+    let json: Value = serde_json::from_str(
+        &fs::read_to_string(out.join("comparison.json")).expect("comparison.json"),
+    )
+    .expect("JSON");
+    let share = json["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["key"] == "fastest_gpu_share")
+        .expect("the fastest-model row");
+    let mean = |i: usize| share["policies"][i]["mean"].as_f64().expect("a mean");
+    assert!(
+        mean(1) > mean(0),
+        "fastest {} vs best fit {}",
+        mean(1),
+        mean(0)
+    );
+    assert!((0.0..=1.0).contains(&mean(2)));
+}

@@ -94,7 +94,8 @@ pub struct Comparison {
     /// Unit-major, then policy (`runs[u * policies + p]`).
     pub units: Vec<Unit>,
     pub runs: Vec<Run>,
-    /// One per metric of `METRICS`, in that order.
+    /// One per metric of `METRICS`, then of `TYPED_METRICS` when some run had typed jobs
+    /// on a throughput table ([`metrics_of`]), in that order.
     pub metrics: Vec<MetricReport>,
 }
 
@@ -194,6 +195,34 @@ pub const METRICS: &[Metric] = &[
         get: |s| s.preemption_waste_gpu_h,
     },
 ];
+
+/// The metrics of runs with a throughput table (`Summary::effective_throughput`,
+/// `Summary::fastest_gpu_share`), reported after `METRICS` only when some run has them.
+pub const TYPED_METRICS: &[Metric] = &[
+    Metric {
+        key: "effective_throughput",
+        label: "effective throughput (ref. GPU-h per GPU-h)",
+        better: Better::Higher,
+        get: |s| s.effective_throughput.unwrap_or(0.0),
+    },
+    Metric {
+        key: "fastest_gpu_share",
+        label: "GPU-time on fastest model",
+        better: Better::Higher,
+        get: |s| s.fastest_gpu_share.unwrap_or(0.0),
+    },
+];
+
+/// The metrics a comparison of `runs` reports: `METRICS`, then `TYPED_METRICS` when some run
+/// had a throughput table and typed jobs.
+pub fn metrics_of(runs: &[Run]) -> impl Iterator<Item = &'static Metric> {
+    let typed = runs
+        .iter()
+        .any(|r| r.summary.effective_throughput.is_some());
+    METRICS
+        .iter()
+        .chain(TYPED_METRICS.iter().filter(move |_| typed))
+}
 
 /// The share of a run's average JCT above its lower bound, in percent: the most that any
 /// scheduler, even one knowing every true duration, could still cut from it on those jobs.
@@ -493,8 +522,7 @@ fn metric_reports(
 ) -> Vec<MetricReport> {
     let n = policies.len();
     let value = |m: &Metric, p: usize| unit_values(runs, n, units, m, p);
-    METRICS
-        .iter()
+    metrics_of(runs)
         .map(|m| {
             let base_values = value(m, base);
             let means = (0..n)

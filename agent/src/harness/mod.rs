@@ -13,8 +13,8 @@ pub mod registry;
 pub mod report;
 
 pub use compare::{
-    BuildPolicy, CompareSpec, Comparison, METRICS, Metric, MetricReport, Run, Setup, Unit, compare,
-    fmt_num, fmt_paired, reducible_jct_pct,
+    BuildPolicy, CompareSpec, Comparison, METRICS, Metric, MetricReport, Run, Setup, TYPED_METRICS,
+    Unit, compare, fmt_num, fmt_paired, metrics_of, reducible_jct_pct,
 };
 pub use registry::{build, policy_options, read_policy_config, wants_tick_s};
 

@@ -164,14 +164,25 @@ fn write_views<U: serde::Serialize>(
     Ok(())
 }
 
+/// One row per run; the typed-run columns (`effective_throughput`, `fastest_gpu_share`) only
+/// when some run has them (empty where a run has none).
 fn runs_csv(runs: &[RunView<'_>]) -> String {
+    let typed = runs
+        .iter()
+        .any(|r| r.summary.effective_throughput.is_some());
     let mut s = String::from(
         "policy,unit,avg_jct_s,min_avg_jct_s,p50_jct_s,p95_jct_s,p99_jct_s,avg_wait_s,avg_bsld,makespan_s,\
-         gpu_alloc_rate,frag_gpu_rate,energy_kwh,jain_fairness,preemption_waste_gpu_h,jobs,finished\n",
+         gpu_alloc_rate,frag_gpu_rate,energy_kwh,jain_fairness,preemption_waste_gpu_h,jobs,finished",
     );
+    s.push_str(if typed {
+        ",effective_throughput,fastest_gpu_share\n"
+    } else {
+        "\n"
+    });
+    let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     for r in runs {
         let m = r.summary;
-        let _ = writeln!(
+        let _ = write!(
             s,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.policy,
@@ -192,6 +203,15 @@ fn runs_csv(runs: &[RunView<'_>]) -> String {
             m.jobs,
             m.finished
         );
+        if typed {
+            let _ = write!(
+                s,
+                ",{},{}",
+                opt(m.effective_throughput),
+                opt(m.fastest_gpu_share)
+            );
+        }
+        s.push('\n');
     }
     s
 }
@@ -275,6 +295,9 @@ fn markdown(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)])
         s.push('\n');
     }
     s.push_str(HEADROOM);
+    if typed(metrics) {
+        s.push_str(TYPED);
+    }
     s.push_str("\n## Plots\n\n");
     for (name, _) in plots {
         let _ = writeln!(s, "![{name}]({name})\n");
@@ -286,10 +309,24 @@ fn markdown(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)])
 /// What the two bound rows mean (both formats).
 const HEADROOM: &str = "\nThe avg JCT lower bound of a run is the average, over the jobs its avg JCT \
      covers, of each job's true run time alone (started at submit on the fastest GPUs, never \
-     preempted): no scheduler can go below it, not even one that knows every duration. \
+     preempted; with a throughput table, a typed job at its best table speed over the \
+     cluster's GPU models, at its size): no scheduler can go below it, not even one that \
+     knows every duration, so it is an upper bound on what any policy achieves. \
      Reducible avg JCT is the share of a run's avg JCT above that bound: the most any policy \
      could still win there. A policy cannot beat another by more than the other's reducible \
      share.\n";
+
+/// What the typed-run rows mean (both formats; shown when the report has them).
+const TYPED: &str = "\nEffective throughput: reference GPU-hours of work the typed jobs did (trace \
+     duration x GPUs, as measured on the throughput table's reference GPU) per GPU-hour they \
+     were allocated, restarts and lost work included; 1 = every job at its trace shape on the \
+     reference GPU. GPU-time on fastest model: the share of their allocated GPU-time spent on \
+     the cluster GPU model where the table says each runs fastest at its size.\n";
+
+/// Whether the report has the typed-run rows.
+fn typed(metrics: &[MetricView<'_>]) -> bool {
+    metrics.iter().any(|m| m.key == "effective_throughput")
+}
 
 fn html(
     setup: &Setup,
@@ -348,9 +385,14 @@ fn html(
         s.push_str("</tr>");
     }
     s.push_str("</table>");
+    let typed_note = if typed(metrics) {
+        format!("<p class=\"note\">{}</p>", esc(TYPED.trim()))
+    } else {
+        String::new()
+    };
     let _ = write!(
         s,
-        "<p class=\"note\">{}</p><h2>Plots</h2><div class=\"plots\">",
+        "<p class=\"note\">{}</p>{typed_note}<h2>Plots</h2><div class=\"plots\">",
         esc(HEADROOM.trim())
     );
     for (_, svg) in plots {

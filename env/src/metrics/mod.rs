@@ -79,10 +79,13 @@ pub struct Summary {
     /// Jobs that could never fit the cluster, skipped on request.
     pub skipped_unplaceable: u64,
     pub avg_jct_s: f64,
-    /// The least average JCT any policy could give the same finished jobs: each one's true
-    /// run time alone, from its submit, at the fastest GPU speed of the cluster (no wait, no
-    /// preemption, no spread). `avg_jct_s` is never below it; how far above it is all that a
-    /// better scheduler could still win. 0 in summaries written before it existed.
+    /// An upper bound on what any policy achieves, as a JCT (a lower bound on `avg_jct_s`):
+    /// the average JCT of the same finished jobs if each ran alone from its submit at its
+    /// fastest speed (no wait, no preemption, no spread): the cluster's fastest catalog
+    /// speed, or for a typed job in a run with a throughput table its best table speed over
+    /// the cluster's GPU models it may use, at its own size. `avg_jct_s` is never below it;
+    /// how far above it is all that a better scheduler could still win. 0 in summaries
+    /// written before it existed.
     #[serde(default)]
     pub min_avg_jct_s: f64,
     pub p50_jct_s: f64,
@@ -121,6 +124,16 @@ pub struct Summary {
     pub policy_errors: u64,
     pub events: u64,
     pub wall_s: f64,
+    /// Runs with a throughput table only: reference GPU-hours of work the typed jobs did
+    /// (trace duration x GPUs, as measured on the table's reference GPU) per GPU-hour they
+    /// were allocated (restarts and lost work included), over the measured, finished typed
+    /// jobs. 1.0 = as if every job ran at its trace shape on the reference GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_throughput: Option<f64>,
+    /// Runs with a throughput table only: the share of those jobs' allocated GPU-time spent
+    /// on their fastest GPU model in the cluster (at their size, consolidated; ties count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fastest_gpu_share: Option<f64>,
 }
 
 /// Whether a count is 0 (a summary field then left out of the JSON).

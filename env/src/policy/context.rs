@@ -1,11 +1,13 @@
 //! `DecisionContext`: what a real scheduler knows when it decides, and nothing more.
 
 use super::planner::Planner;
+use super::view::ThroughputView;
 use crate::cluster::ClusterState;
 use crate::job::JobSpec;
-use crate::units::{JobId, SimTime};
+use crate::units::{GpuModelId, JobId, SimTime};
 use std::cell::{Ref, RefCell};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,6 +66,7 @@ pub struct DecisionContext<'a> {
     pending: &'a BTreeSet<JobId>,
     cluster: &'a RefCell<ClusterState>,
     finished: &'a [JobId],
+    throughputs: Option<&'a Arc<ThroughputView>>,
 }
 
 impl<'a> DecisionContext<'a> {
@@ -83,7 +86,28 @@ impl<'a> DecisionContext<'a> {
             pending,
             cluster,
             finished: &[],
+            throughputs: None,
         }
+    }
+    /// The run's throughput table as profiling tells a scheduler (`None`: no table, every
+    /// job at catalog speed). Policies read typed jobs' speeds through it, never durations.
+    pub fn with_throughputs(mut self, view: Option<&'a Arc<ThroughputView>>) -> Self {
+        self.throughputs = view;
+        self
+    }
+    /// The throughput view, shared (a placer keeps it from `observe` to `place`).
+    pub fn throughputs(&self) -> Option<&'a Arc<ThroughputView>> {
+        self.throughputs
+    }
+    /// Typed job `id`'s table speed on `gpus` GPUs of cluster GPU model `model`, consolidated
+    /// ([`ThroughputView::speed`]); `None` for untyped jobs, runs without a table, or no entry.
+    pub fn speed(&self, id: JobId, model: GpuModelId, gpus: u32) -> Option<f64> {
+        self.throughputs?.speed(self.job(id), model, gpus)
+    }
+    /// The cluster GPU model where typed job `id` runs fastest at its size, with that speed
+    /// ([`ThroughputView::best_model`]); `None` for untyped jobs or runs without a table.
+    pub fn best_model(&self, id: JobId) -> Option<(GpuModelId, f64)> {
+        self.throughputs?.best_model(self.job(id))
     }
     /// The jobs that finished since the previous decision (what a scheduler sees complete; their
     /// observed run time is `attained_ms`). Learned duration predictors feed on these.

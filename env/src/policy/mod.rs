@@ -12,6 +12,10 @@ pub mod order;
 pub mod place;
 mod planner;
 mod registry;
+mod view;
+
+#[cfg(test)]
+mod het_tests;
 
 pub(crate) use context::seen_below;
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
@@ -24,6 +28,7 @@ pub use planner::{PlanMark, Planner};
 pub use registry::{
     PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,
 };
+pub use view::ThroughputView;
 
 use crate::cluster::TaskPlacement;
 use crate::units::JobId;

@@ -4,10 +4,12 @@
 use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
 use super::modifier::{ClassPreempt, Colocate, Easy, ElasticAlloc, GittinsPreempt, LasPreempt};
 use super::order::{
-    Drf, Gittins, GittinsConfig, HpcFunction, HpcPriority, PriorityOrder, Shortest, Tiresias,
-    TiresiasConfig,
+    Drf, Gittins, GittinsConfig, HetLas, HpcFunction, HpcPriority, PriorityOrder, Shortest,
+    Tiresias, TiresiasConfig,
 };
-use super::place::{DotProduct, Fgd, GpuClustering, GpuPacking, MostAllocated, RandomFit, Topo};
+use super::place::{
+    DotProduct, Fastest, Fgd, GpuClustering, GpuPacking, MostAllocated, RandomFit, Topo,
+};
 use super::{Policy, PolicyError};
 use crate::cluster::FitStrategy;
 use crate::throughput::ThroughputTable;
@@ -125,6 +127,12 @@ const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
         |o| Ok(Box::new(Tiresias::new(&o.tiresias)?)),
     ),
     (
+        "het-las",
+        "heterogeneity-aware 2D-LAS: tiresias on GPU service weighted by the share of its best \
+         table speed the job got (Gavel's normalised service); tiresias for untyped jobs",
+        |o| Ok(Box::new(HetLas::new(&o.tiresias)?)),
+    ),
+    (
         "drf",
         "dominant resource fairness across tenants (progressive filling over the queue)",
         |_| Ok(Box::new(Drf)),
@@ -234,6 +242,12 @@ const PLACEMENTS: &[(&str, &str, PlacerCtor)] = &[
         "topo",
         "gangs on fewest nodes, then one NVLink domain, then one rack; single tasks best fit",
         |_| Box::new(Topo),
+    ),
+    (
+        "fastest",
+        "typed jobs on the GPU model where the throughput table says they run fastest, among \
+         those with room (best fit within it); untyped jobs best fit",
+        |_| Box::new(Fastest::default()),
     ),
 ];
 

@@ -1,12 +1,13 @@
 //! The event loop. See the module docs of `sim` for the semantics.
 
 use super::config::{Resolved, SimConfig};
+use super::hetero::{HeteroRuns, TypedJob, hetero_summary};
 use super::rates::Rates;
 use crate::cluster::{Allocation, ClusterSpec, ClusterState, FitStrategy, Infeasible};
 use crate::constraint::Constraints;
 use crate::job::{JobSpec, Trace};
 use crate::metrics::{self, FragTracker, JobRecord, Summary, TaskMix, TimelineRow};
-use crate::policy::{Decision, DecisionContext, JobRuntime, JobState, Policy};
+use crate::policy::{Decision, DecisionContext, JobRuntime, JobState, Policy, ThroughputView};
 use crate::throughput::{RateError, load_table};
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use std::cell::RefCell;
@@ -172,6 +173,10 @@ pub struct Simulator<'t> {
     /// The throughput table resolved for this trace and cluster (`SimConfig::throughputs`);
     /// `None`: every job runs at catalog speed.
     rates: Option<Arc<Rates>>,
+    /// The same table as policies see it (`DecisionContext::throughputs`), and the typed
+    /// jobs' runs for the heterogeneity metrics (`hetero.rs`).
+    view: Option<Arc<ThroughputView>>,
+    hetero: HeteroRuns,
     skipped: u64,
     running: u64,
     finished: u64,
@@ -227,6 +232,7 @@ impl<'t> Simulator<'t> {
         for (id, _) in &unplaceable {
             runtime[id.index()].state = JobState::Rejected;
         }
+        let mut view = None;
         let rates = match &cfg.throughputs {
             None => None,
             Some(table) => {
@@ -235,7 +241,13 @@ impl<'t> Simulator<'t> {
                     message: e.to_string(),
                 })?;
                 let skip = unplaceable.iter().map(|(id, _)| *id).collect();
-                Some(Arc::new(Rates::new(loaded, trace, &spec, &skip)?))
+                let rates = Rates::new(loaded.clone(), trace, &spec, &skip)?;
+                view = Some(Arc::new(ThroughputView::new(
+                    loaded,
+                    trace.jobs(),
+                    Arc::clone(&spec),
+                )));
+                Some(Arc::new(rates))
             }
         };
         // Time starts with the first job replayed (skipped jobs do not stretch the run).
@@ -292,6 +304,8 @@ impl<'t> Simulator<'t> {
             max_gpus_per_node,
             max_nodes_per_rack,
             rates,
+            view,
+            hetero: HeteroRuns::default(),
             skipped: unplaceable.len() as u64,
             running: 0,
             finished: 0,
@@ -354,6 +368,7 @@ impl<'t> Simulator<'t> {
             &self.cluster,
         )
         .with_recently_finished(&self.recently_finished)
+        .with_throughputs(self.view.as_ref())
     }
 
     /// Processes events until the policy should be asked (jobs pending after a batch): `true`.
@@ -536,6 +551,10 @@ impl<'t> Simulator<'t> {
             Some(speed) => speed / self.spans(gpus, &cluster, &nodes).rack_factor(&self.cfg),
         };
         drop(cluster);
+        if let Some(view) = &self.view {
+            let attained = self.runtime[id.index()].attained_gpu_milli_ms;
+            self.hetero.started(view, job, &nodes, attained);
+        }
         let restarted = self.runtime[id.index()].preemptions > 0;
         let overhead_ms = if restarted {
             self.r.restart_overhead.ms()
@@ -911,6 +930,7 @@ impl<'t> Simulator<'t> {
             .collect();
         let stats = metrics::job_stats(&records);
         let min_avg_jct_s = self.min_avg_jct_s(&spec);
+        let hetero = self.hetero_summary();
         let first = self.first_submit;
         let last_finish = self
             .hidden
@@ -973,6 +993,8 @@ impl<'t> Simulator<'t> {
             policy_errors: self.policy_errors,
             events: self.events,
             wall_s,
+            effective_throughput: hetero.map(|h| h.0),
+            fastest_gpu_share: hetero.map(|h| h.1),
         };
         SimResult {
             summary,
@@ -1023,6 +1045,30 @@ impl<'t> Simulator<'t> {
             })
             .collect();
         metrics::mean(&alone)
+    }
+
+    /// Effective throughput and fastest-model share of the typed jobs `avg_jct_s` averages
+    /// (measured, finished); `None` without a table or typed jobs (`hetero.rs`).
+    fn hetero_summary(&self) -> Option<(f64, f64)> {
+        let view = self.view.as_ref()?;
+        let typed: Vec<TypedJob> = self
+            .trace
+            .jobs()
+            .iter()
+            .zip(&self.runtime)
+            .filter(|(j, rt)| {
+                rt.state == JobState::Finished
+                    && j.submit >= self.measure_start
+                    && view.is_typed(j.id)
+            })
+            .map(|(j, rt)| TypedJob {
+                id: j.id,
+                duration_ms: self.trace.true_duration(j.id).ms(),
+                gpu_milli: j.gpu_milli_total(),
+                attained_gpu_milli_ms: rt.attained_gpu_milli_ms,
+            })
+            .collect();
+        hetero_summary(&self.hetero, self.trace.len(), &typed)
     }
 
     /// The time integrals so far (up to `now`, from the end of warm-up).

@@ -29,6 +29,7 @@
 
 mod config;
 mod engine;
+mod hetero;
 mod rates;
 mod workload;
 

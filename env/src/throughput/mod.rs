@@ -572,6 +572,15 @@ impl ThroughputPreset {
             .find(|p| p.as_str().eq_ignore_ascii_case(text.trim()))
     }
 
+    /// The GPU models the preset's table has rates for, in the catalog's spelling (known
+    /// without loading it: Sia's table is read from files that may be absent).
+    pub fn gpu_models(self) -> &'static [&'static str] {
+        match self {
+            ThroughputPreset::Gavel => &["K80", "P100", "V100"],
+            ThroughputPreset::Sia => &["A100", "RTX-2080Ti", "RTX-6000", "T4", "V100"],
+        }
+    }
+
     /// The preset's table.
     pub fn load(self) -> Result<ThroughputTable, ThroughputError> {
         match self {
@@ -579,6 +588,34 @@ impl ThroughputPreset {
             ThroughputPreset::Sia => sia::load(&sia::default_dir()),
         }
     }
+}
+
+/// The GPU model of `covered` (catalog names) that stands for catalog model `gpu` on a
+/// cluster mapped onto a table: `gpu` itself when covered (aliases folded: `V100-16G` is
+/// `V100`); else the covered model whose catalog speed is nearest to `gpu`'s, by ratio
+/// (`|ln(speed / covered speed)|`), the slower one on a tie. `None` when the catalog does not
+/// know `gpu` or no covered model is a catalog model. E.g. onto Gavel's K80, P100, V100:
+/// `T4` (0.40) -> `K80` (0.35), `V100M32` (1.0) -> `V100`, `A100` (2.2) -> `V100`.
+pub fn nearest_covered_model(gpu: &str, covered: &[&str]) -> Option<&'static str> {
+    let own = GpuModel::from_catalog(gpu)?;
+    let canonical = GpuModel::canonical_name(gpu)?;
+    let candidates: Vec<GpuModel> = covered
+        .iter()
+        .filter_map(|c| GpuModel::from_catalog(c))
+        .collect();
+    if let Some(same) = covered
+        .iter()
+        .find_map(|c| GpuModel::canonical_name(c).filter(|c| *c == canonical))
+    {
+        return Some(same);
+    }
+    let distance = |m: &GpuModel| (own.speed / m.speed).ln().abs();
+    let best = candidates.iter().min_by(|a, b| {
+        distance(a)
+            .total_cmp(&distance(b))
+            .then(a.speed.total_cmp(&b.speed))
+    })?;
+    GpuModel::canonical_name(&best.name)
 }
 
 /// A preset by name (`gavel`, `sia`), else the table file at `spec`.

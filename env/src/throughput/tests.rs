@@ -589,3 +589,44 @@ proptest! {
         let _ = read_str(&text);
     }
 }
+
+#[test]
+fn preset_gpu_model_lists_match_the_tables() {
+    let gavel = ThroughputPreset::Gavel.load().expect("shipped");
+    let names: Vec<&str> = gavel.gpu_models().iter().map(|g| g.name()).collect();
+    assert_eq!(names, ThroughputPreset::Gavel.gpu_models());
+    // Sia's table is read from the shared artifact, when it is there.
+    if let Ok(sia) = ThroughputPreset::Sia.load() {
+        let names: Vec<&str> = sia.gpu_models().iter().map(|g| g.name()).collect();
+        assert_eq!(names, ThroughputPreset::Sia.gpu_models());
+    }
+}
+
+#[test]
+fn nearest_covered_model_table() {
+    let gavel = ThroughputPreset::Gavel.gpu_models();
+    let sia = ThroughputPreset::Sia.gpu_models();
+    // Catalog speeds: K80 0.35, T4 0.40, P100 0.55, RTX-2080Ti 0.65, RTX-6000 0.72, A10 0.75,
+    // V100 1.0, A100 2.2, A100-80G 2.3, H800 3.3. Distance |ln(a / b)|.
+    let cases = [
+        ("P100", gavel, Some("P100")),     // covered
+        ("v100-16g", gavel, Some("V100")), // alias of a covered model
+        ("V100M32", gavel, Some("V100")),  // 1.0 = 1.0
+        ("T4", gavel, Some("K80")),        // ln(0.40/0.35) = 0.13 < ln(0.55/0.40) = 0.32
+        ("MISC", gavel, Some("V100")),     // assumed V100 class (1.0)
+        ("A10", gavel, Some("V100")),      // ln(1/0.75) = 0.29 < ln(0.75/0.55) = 0.31
+        ("H800", gavel, Some("V100")),
+        ("P100", sia, Some("RTX-2080Ti")), // ln(0.65/0.55) = 0.17 < ln(0.55/0.40) = 0.32
+        ("A10", sia, Some("RTX-6000")),    // ln(0.75/0.72) = 0.04
+        ("A100-SXM4-80GB", sia, Some("A100")),
+        ("GPU-series-1", sia, Some("V100")),
+        ("TPUv4", gavel, None), // not in the catalog
+    ];
+    for (gpu, covered, want) in cases {
+        assert_eq!(
+            nearest_covered_model(gpu, covered),
+            want,
+            "{gpu} onto {covered:?}"
+        );
+    }
+}

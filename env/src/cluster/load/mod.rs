@@ -25,8 +25,9 @@ use std::path::Path;
 pub enum ClusterLoadError {
     /// The argument is no preset, no shape, and no existing path.
     #[error(
-        "cluster `{arg}` is not a preset ({}), not a shape like 64x8:A100 or 32x8:A100+16x0:CPU, \
-         and not a cluster file ({reason})",
+        "cluster `{arg}` is not a preset ({}; an inventory on a throughput table's GPU models as \
+         pai-2020:gavel), not a shape like 64x8:A100 or 32x8:A100+16x0:CPU, and not a cluster \
+         file ({reason})",
         preset_names().join(", ")
     )]
     Unresolved { arg: String, reason: String },
@@ -73,7 +74,8 @@ impl fmt::Display for Location<'_> {
 }
 
 /// Resolves a cluster argument, in order: a preset name (`openb`, `pai-2020`, `spot-2026`,
-/// case-insensitive); a synthetic shape `NxG:MODEL[+NxG:MODEL...]` (`Nx0:CPU` or `Nx0` for
+/// `gavel`, `sia`, case-insensitive), or an inventory preset mapped onto a throughput table's
+/// GPU models (`pai-2020:gavel`, `spot-2026:sia`); a synthetic shape `NxG:MODEL[+NxG:MODEL...]` (`Nx0:CPU` or `Nx0` for
 /// CPU-only nodes); otherwise the path of a TOML cluster file.
 ///
 /// ```

@@ -8,6 +8,7 @@
 //! | `sjf-oracle`, `srtf-oracle` | true durations: upper bounds, not schedulers | skip |
 //! | `wfp3`, `unicep`, `f1` | the HPC priority functions RL schedulers compare with | block |
 //! | `tiresias` | discretized 2D-LAS on attained GPU service | skip |
+//! | `het-las` | `tiresias` on throughput-normalised GPU service (work at the job's best speed) | skip |
 //! | `drf` | tenants' dominant resource share | skip |
 //! | `gittins` | Gittins index of attained service over learned run times, per GPU | skip |
 //!
@@ -23,6 +24,7 @@
 
 mod drf;
 mod gittins;
+mod het_las;
 mod hpc;
 mod predictor;
 mod priority;
@@ -31,6 +33,7 @@ mod tiresias;
 
 pub use drf::{Drf, dominant_share};
 pub use gittins::{Atoms, GPU_CLASSES, Gittins, GittinsConfig, GittinsEstimator, gpu_class};
+pub use het_las::{HetLas, normalised_service};
 pub use hpc::{HpcFunction, HpcPriority, f1_score, unicep_score, wfp3_score};
 pub use predictor::{DurationPredictor, Durations, PRIOR_DURATION};
 pub use priority::{PriorityOrder, priority_key};

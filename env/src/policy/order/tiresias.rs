@@ -136,9 +136,22 @@ impl Tiresias {
         })
     }
 
+    /// Forgets the jobs that finished since the previous decision.
+    pub(crate) fn forget_finished(&mut self, ctx: &DecisionContext<'_>) {
+        for id in ctx.recently_finished() {
+            self.jobs.remove(id);
+        }
+    }
+
     /// The queue of a pending job, after updating its waiting clock and promoting it if
     /// starved. `attained_gpu` is its attained GPU service (a pending job has no current run).
-    fn queue(&mut self, id: JobId, attained_ms: u64, attained_gpu: u128, now: SimTime) -> usize {
+    pub(crate) fn queue(
+        &mut self,
+        id: JobId,
+        attained_ms: u64,
+        attained_gpu: u128,
+        now: SimTime,
+    ) -> usize {
         let knob = self.promote_knob;
         let j = self.jobs.entry(id).or_insert(LasJob {
             base_ms: 0,
@@ -173,9 +186,7 @@ impl Ordering for Tiresias {
         &'c mut self,
         ctx: &'c DecisionContext<'_>,
     ) -> Box<dyn Iterator<Item = JobId> + 'c> {
-        for id in ctx.recently_finished() {
-            self.jobs.remove(id);
-        }
+        self.forget_finished(ctx);
         let now = ctx.now();
         sorted_by(ctx, |p| {
             let id = p.spec.id;

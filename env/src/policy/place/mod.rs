@@ -7,6 +7,7 @@
 //! Must not depend on the simulator.
 
 mod dot_product;
+mod fastest;
 mod fgd;
 mod gpu_clustering;
 mod gpu_packing;
@@ -18,6 +19,7 @@ mod topo;
 mod tests;
 
 pub use dot_product::{DotProduct, dot_product_score};
+pub use fastest::{Fastest, fastest_groups};
 pub use fgd::{Fgd, fgd_choice, fgd_node_choice};
 pub use gpu_clustering::{GpuClustering, clustering_score};
 pub use gpu_packing::{GpuPacking, packing_score};

@@ -129,6 +129,8 @@ impl Simulator<'_> {
             max_gpus_per_node: self.max_gpus_per_node,
             max_nodes_per_rack: self.max_nodes_per_rack,
             rates: self.rates.clone(),
+            view: self.view.clone(),
+            hetero: self.hetero.clone(),
             skipped: self.skipped,
             running: self.running,
             finished: self.finished,
