@@ -19,7 +19,7 @@ use super::super::{Decision, DecisionContext, Placement};
 use crate::cluster::{ClusterSpec, ClusterState, FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
 use crate::throughput::{Consolidation, ThroughputTable};
-use crate::units::{GPU_MILLI, JobId, NodeId};
+use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -128,8 +128,8 @@ impl Modifier for Colocate {
     ) {
         let state = planner.state();
         let spec = state.spec();
-        // Running 1-GPU typed jobs alone on their GPU, not being preempted.
-        let mut hosts: Vec<(JobId, NodeId, u8)> = state
+        // Running 1-GPU typed jobs alone on their GPU, not being preempted, in running order.
+        let hosts: Vec<(JobId, NodeId, u8)> = state
             .running()
             .filter(|a| {
                 let job = ctx.job(a.job);
@@ -144,44 +144,75 @@ impl Modifier for Colocate {
             })
             .map(|a| (a.job, a.tasks[0].node, a.tasks[0].gpus[0]))
             .collect();
+        if hosts.is_empty() {
+            return;
+        }
+        // Whether a share chosen here has taken the host.
+        let mut taken_host = vec![false; hosts.len()];
+        // A pair's score depends only on the two workloads and the GPU model: hosts are
+        // grouped by (workload, model) and each guest is scored once per group, so a decision
+        // costs (pending x groups) table lookups, not (pending x hosts).
+        let mut groups: BTreeMap<(&str, Option<GpuModelId>), Vec<usize>> = BTreeMap::new();
+        for (i, (id, node, _)) in hosts.iter().enumerate() {
+            let w = ctx.job(*id).workload.as_ref().map_or("", |w| w.as_str());
+            groups
+                .entry((w, spec.node(*node).gpu_model))
+                .or_default()
+                .push(i);
+        }
+        let groups: Vec<Vec<usize>> = groups.into_values().collect();
+        let mut scores: BTreeMap<(&str, usize), f64> = BTreeMap::new();
         // CPU and memory the shares chosen here take, per node.
         let mut taken: BTreeMap<NodeId, (u64, u64)> = BTreeMap::new();
         for id in rest {
             let job = ctx.job(*id);
-            if !one_gpu(job) || job.workload.is_none() {
+            let Some(guest) = job.workload.as_ref().map(|w| w.as_str()) else {
+                continue;
+            };
+            if !one_gpu(job) {
                 continue;
             }
             let mask = spec.job_mask(job);
-            let fits =
-                |node: NodeId, state: &ClusterState, taken: &BTreeMap<NodeId, (u64, u64)>| {
-                    let (cpu, mem) = taken.get(&node).copied().unwrap_or_default();
-                    let n = spec.node(node);
-                    n.gpu_model.is_some_and(|m| mask.allows_model(m))
-                        && mask.classes & (1u64 << spec.node_class(node)) != 0
-                        && state.cpu_free(node) >= cpu + job.task.cpu_milli
-                        && state.mem_free(node) >= mem + job.task.mem_mib
-                };
-            let scores: Vec<f64> = hosts
-                .iter()
-                .map(|(host, node, _)| {
-                    if !fits(*node, state, &taken) {
-                        return 0.0;
-                    }
-                    let other = ctx.job(*host);
-                    let Some(pair) = self.rates.pair(spec, job, other, *node) else {
+            let fits = |node: NodeId, taken: &BTreeMap<NodeId, (u64, u64)>| {
+                let (cpu, mem) = taken.get(&node).copied().unwrap_or_default();
+                let n = spec.node(node);
+                n.gpu_model.is_some_and(|m| mask.allows_model(m))
+                    && mask.classes & (1u64 << spec.node_class(node)) != 0
+                    && state.cpu_free(node) >= cpu + job.task.cpu_milli
+                    && state.mem_free(node) >= mem + job.task.mem_mib
+            };
+            // The best score above the threshold, and among hosts of that score the first
+            // (in running order) that is still free and whose node fits.
+            let mut best: Option<(f64, usize)> = None;
+            for (g, members) in groups.iter().enumerate() {
+                let score = *scores.entry((guest, g)).or_insert_with(|| {
+                    let (host, node, _) = hosts[members[0]];
+                    let other = ctx.job(host);
+                    let Some(pair) = self.rates.pair(spec, job, other, node) else {
                         return 0.0;
                     };
                     let alone = [job, other].map(|j| {
                         self.rates
-                            .alone(spec, j, *node, 1, Consolidation::Consolidated)
+                            .alone(spec, j, node, 1, Consolidation::Consolidated)
                     });
                     summed_normalised_rate(pair, alone)
-                })
-                .collect();
-            let Some(i) = best_above(&scores, self.threshold) else {
-                continue;
-            };
-            let (_, node, gpu) = hosts.remove(i);
+                });
+                if score <= self.threshold || best.is_some_and(|(b, _)| score < b) {
+                    continue;
+                }
+                let first = members
+                    .iter()
+                    .copied()
+                    .find(|m| !taken_host[*m] && fits(hosts[*m].1, &taken));
+                let Some(first) = first else { continue };
+                best = match best {
+                    Some((b, i)) if b == score => Some((b, i.min(first))),
+                    _ => Some((score, first)),
+                };
+            }
+            let Some((_, i)) = best else { continue };
+            taken_host[i] = true;
+            let (_, node, gpu) = hosts[i];
             let t = taken.entry(node).or_default();
             t.0 += job.task.cpu_milli;
             t.1 += job.task.mem_mib;
@@ -207,6 +238,9 @@ pub struct ElasticAlloc {
 impl ElasticAlloc {
     /// Grow only while the extra GPUs work at least half as well as the current ones.
     pub const DEFAULT_MIN_EFFICIENCY: f64 = 0.5;
+    /// Blocked jobs, from the head of the queue, that a decision tries to admit by a shrink:
+    /// a bound on its cost (each try is a placement per running elastic job).
+    pub const ADMIT_TRIES: usize = 4;
 
     pub fn new(table: Arc<ThroughputTable>, min_efficiency: f64) -> ElasticAlloc {
         ElasticAlloc {
@@ -267,8 +301,9 @@ impl ElasticAlloc {
             .collect()
     }
 
-    /// Admits the first blocked job of `rest` that fits once one running elastic job shrinks
-    /// to its `min_gpus` (keeping its first tasks): the largest such job first.
+    /// Admits the first blocked job of `rest` (among its first [`Self::ADMIT_TRIES`]) that fits
+    /// once one running elastic job shrinks to its `min_gpus` (keeping its first tasks): the
+    /// largest such job first.
     fn shrink_to_admit(
         &self,
         ctx: &DecisionContext<'_>,
@@ -278,13 +313,26 @@ impl ElasticAlloc {
         decision: &mut Decision,
     ) {
         let mut elastic = Self::elastic_running(ctx, planner, decision);
+        if elastic.is_empty() {
+            return;
+        }
         elastic.sort_by_key(|(id, tasks)| (std::cmp::Reverse(tasks.len()), *id));
-        for blocked in rest {
+        let state = planner.state();
+        let free: u64 = (0..state.spec().nodes.len())
+            .map(|n| u64::from(state.free_whole_gpus(NodeId(n as u32))))
+            .sum();
+        for blocked in rest.iter().take(Self::ADMIT_TRIES) {
+            let needs = ctx.job(*blocked).gpus_total();
             for (id, tasks) in &elastic {
                 let job = ctx.job(*id);
                 let Some(range) = job.elastic else { continue };
                 let keep = (range.min_gpus / job.task.gpus) as usize;
                 if keep >= tasks.len() || keep == 0 {
+                    continue;
+                }
+                // Shrinking it cannot free enough GPUs, whatever the placement.
+                let freed = (tasks.len() - keep) as u64 * u64::from(job.task.gpus);
+                if free + freed < needs {
                     continue;
                 }
                 let mark = planner.mark();
