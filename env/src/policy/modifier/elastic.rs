@@ -16,7 +16,7 @@
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
 use super::super::{Decision, DecisionContext, Placement};
-use crate::cluster::{ClusterSpec, ClusterState, FitStrategy, TaskPlacement};
+use crate::cluster::{ClusterSpec, FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
 use crate::throughput::{Consolidation, ThroughputTable};
 use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId};
@@ -161,7 +161,9 @@ impl Modifier for Colocate {
                 .push(i);
         }
         let groups: Vec<Vec<usize>> = groups.into_values().collect();
-        let mut scores: BTreeMap<(&str, usize), f64> = BTreeMap::new();
+        // Per guest workload: the groups scoring above the threshold, best first (equal
+        // scores in group order), computed once a decision.
+        let mut ranked: BTreeMap<&str, Vec<(f64, usize)>> = BTreeMap::new();
         // CPU and memory the shares chosen here take, per node.
         let mut taken: BTreeMap<NodeId, (u64, u64)> = BTreeMap::new();
         for id in rest {
@@ -181,33 +183,42 @@ impl Modifier for Colocate {
                     && state.cpu_free(node) >= cpu + job.task.cpu_milli
                     && state.mem_free(node) >= mem + job.task.mem_mib
             };
-            // The best score above the threshold, and among hosts of that score the first
-            // (in running order) that is still free and whose node fits.
+            let order = ranked.entry(guest).or_insert_with(|| {
+                let mut order: Vec<(f64, usize)> = groups
+                    .iter()
+                    .enumerate()
+                    .map(|(g, members)| {
+                        let (host, node, _) = hosts[members[0]];
+                        let other = ctx.job(host);
+                        let score = self.rates.pair(spec, job, other, node).map_or(0.0, |pair| {
+                            let alone = [job, other].map(|j| {
+                                self.rates
+                                    .alone(spec, j, node, 1, Consolidation::Consolidated)
+                            });
+                            summed_normalised_rate(pair, alone)
+                        });
+                        (score, g)
+                    })
+                    .filter(|(score, _)| *score > self.threshold)
+                    .collect();
+                order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                order
+            });
+            // The best score, and among hosts of that score the first (in running order) that
+            // is still free and whose node fits.
             let mut best: Option<(f64, usize)> = None;
-            for (g, members) in groups.iter().enumerate() {
-                let score = *scores.entry((guest, g)).or_insert_with(|| {
-                    let (host, node, _) = hosts[members[0]];
-                    let other = ctx.job(host);
-                    let Some(pair) = self.rates.pair(spec, job, other, node) else {
-                        return 0.0;
-                    };
-                    let alone = [job, other].map(|j| {
-                        self.rates
-                            .alone(spec, j, node, 1, Consolidation::Consolidated)
-                    });
-                    summed_normalised_rate(pair, alone)
-                });
-                if score <= self.threshold || best.is_some_and(|(b, _)| score < b) {
-                    continue;
+            for (score, g) in order.iter() {
+                if best.is_some_and(|(b, _)| *score < b) {
+                    break;
                 }
-                let first = members
+                let first = groups[*g]
                     .iter()
                     .copied()
                     .find(|m| !taken_host[*m] && fits(hosts[*m].1, &taken));
                 let Some(first) = first else { continue };
                 best = match best {
-                    Some((b, i)) if b == score => Some((b, i.min(first))),
-                    _ => Some((score, first)),
+                    Some((b, i)) => Some((b, i.min(first))),
+                    None => Some((*score, first)),
                 };
             }
             let Some((_, i)) = best else { continue };
@@ -241,6 +252,8 @@ impl ElasticAlloc {
     /// Blocked jobs, from the head of the queue, that a decision tries to admit by a shrink:
     /// a bound on its cost (each try is a placement per running elastic job).
     pub const ADMIT_TRIES: usize = 4;
+    /// Shrinks a decision tries (each a placement of a blocked job), in all.
+    pub const SHRINK_TRIES: usize = 16;
 
     pub fn new(table: Arc<ThroughputTable>, min_efficiency: f64) -> ElasticAlloc {
         ElasticAlloc {
@@ -251,7 +264,14 @@ impl ElasticAlloc {
 
     /// `job`'s table rate on `tasks` (its GPU count there, consolidated or spread as the
     /// simulator judges it: more nodes than its model's largest node needs is spread).
-    fn rate_on(&self, spec: &ClusterSpec, job: &JobSpec, tasks: &[TaskPlacement]) -> f64 {
+    /// `per_node`: [`gpus_per_model`] of the cluster.
+    fn rate_on(
+        &self,
+        spec: &ClusterSpec,
+        per_node: &[u32],
+        job: &JobSpec,
+        tasks: &[TaskPlacement],
+    ) -> f64 {
         let Some(first) = tasks.first() else {
             return 0.0;
         };
@@ -263,12 +283,8 @@ impl ElasticAlloc {
         if nodes.iter().any(|n| spec.node(*n).gpu_model != model) {
             return 0.0;
         }
-        let per_node = spec
-            .nodes
-            .iter()
-            .filter(|n| n.gpu_model == model)
-            .map(|n| n.gpus)
-            .max()
+        let per_node = model
+            .and_then(|m| per_node.get(m.index()).copied())
             .unwrap_or(1)
             .max(1);
         let placement = if nodes.len() as u32 > gpus.div_ceil(per_node) {
@@ -321,9 +337,14 @@ impl ElasticAlloc {
         let free: u64 = (0..state.spec().nodes.len())
             .map(|n| u64::from(state.free_whole_gpus(NodeId(n as u32))))
             .sum();
+        let per_node = gpus_per_model(state.spec());
+        let mut budget = Self::SHRINK_TRIES;
         for blocked in rest.iter().take(Self::ADMIT_TRIES) {
             let needs = ctx.job(*blocked).gpus_total();
             for (id, tasks) in &elastic {
+                if budget == 0 {
+                    return;
+                }
                 let job = ctx.job(*id);
                 let Some(range) = job.elastic else { continue };
                 let keep = (range.min_gpus / job.task.gpus) as usize;
@@ -335,11 +356,12 @@ impl ElasticAlloc {
                 if free + freed < needs {
                     continue;
                 }
+                budget -= 1;
                 let mark = planner.mark();
                 planner.free_running(*id);
                 let kept = tasks[..keep].to_vec();
                 if planner.reserve(job, &kept).is_ok()
-                    && self.rate_on(planner.state().spec(), job, &kept) > 0.0
+                    && self.rate_on(planner.state().spec(), &per_node, job, &kept) > 0.0
                     && let Some(placed) = placer.place(planner, ctx.job(*blocked))
                 {
                     decision.resizes.push(Placement {
@@ -358,31 +380,56 @@ impl ElasticAlloc {
     }
 
     /// Gives idle GPUs to the running elastic job with the best marginal efficiency at its
-    /// next size the table has (one grow a decision).
+    /// next size the table has (one grow a decision). Jobs are ranked by the efficiency their
+    /// next size would have consolidated (a table lookup); only the best
+    /// [`Self::ADMIT_TRIES`] are placed and scored where the GPUs actually are.
     fn grow(&self, ctx: &DecisionContext<'_>, planner: &mut Planner<'_>, decision: &mut Decision) {
-        let mut best: Option<(f64, JobId, Vec<TaskPlacement>)> = None;
+        let state = planner.state();
+        let spec = state.spec();
+        let idle: u64 = (0..spec.nodes.len())
+            .map(|n| u64::from(state.free_whole_gpus(NodeId(n as u32))))
+            .sum();
+        if idle == 0 {
+            return;
+        }
+        let per_node = gpus_per_model(spec);
+        // (estimated efficiency, job, its tasks, GPUs now, its rate now, next size)
+        let mut ranked = Vec::new();
         for (id, tasks) in Self::elastic_running(ctx, planner, decision) {
             let job = ctx.job(id);
             let Some(range) = job.elastic else { continue };
             let spec = planner.state().spec();
-            let now = self.rate_on(spec, job, &tasks);
+            let now = self.rate_on(spec, &per_node, job, &tasks);
             let g = job.task.gpus;
             let gpus_now = tasks.len() as u32 * g;
-            // The next size up that the table rates above 0 alone on this model.
+            // The next size up that the table rates above 0 alone on this model, within the
+            // GPUs left idle.
             let next = (gpus_now / g + 1..=range.max_gpus / g)
                 .map(|k| k * g)
-                .find(|n| {
-                    self.rates
-                        .alone(spec, job, tasks[0].node, *n, Consolidation::Consolidated)
-                        > 0.0
-                });
-            let Some(next) = next else { continue };
+                .take_while(|n| u64::from(n - gpus_now) <= idle)
+                .map(|n| {
+                    let rate =
+                        self.rates
+                            .alone(spec, job, tasks[0].node, n, Consolidation::Consolidated);
+                    (n, rate)
+                })
+                .find(|(_, rate)| *rate > 0.0);
+            let Some((next, rate)) = next else { continue };
+            let estimate = marginal_efficiency(now, gpus_now, rate, next);
+            if estimate >= self.min_efficiency {
+                ranked.push((estimate, id, tasks, gpus_now, now, next));
+            }
+        }
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut best: Option<(f64, JobId, Vec<TaskPlacement>)> = None;
+        for (_, id, tasks, gpus_now, now, next) in ranked.into_iter().take(Self::ADMIT_TRIES) {
+            let job = ctx.job(id);
             let mut extra = job.clone();
-            extra.tasks = (next - gpus_now) / g;
+            extra.tasks = (next - gpus_now) / job.task.gpus;
             let mark = planner.mark();
             if let Some(more) = planner.place(&extra, FitStrategy::BestFit) {
                 let all: Vec<TaskPlacement> = tasks.iter().cloned().chain(more).collect();
-                let speed = self.rate_on(planner.state().spec(), job, &all);
+                let speed = self.rate_on(planner.state().spec(), &per_node, job, &all);
                 let eff = marginal_efficiency(now, gpus_now, speed, next);
                 if eff >= self.min_efficiency && best.as_ref().is_none_or(|b| eff > b.0) {
                     best = Some((eff, id, all));
@@ -401,6 +448,17 @@ impl ElasticAlloc {
             }
         }
     }
+}
+
+/// The most GPUs one node of each cluster GPU model has (by `GpuModelId`).
+fn gpus_per_model(spec: &ClusterSpec) -> Vec<u32> {
+    let mut out = vec![0u32; spec.models.len()];
+    for n in &spec.nodes {
+        if let Some(m) = n.gpu_model {
+            out[m.index()] = out[m.index()].max(n.gpus);
+        }
+    }
+    out
 }
 
 impl Modifier for ElasticAlloc {
