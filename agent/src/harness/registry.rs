@@ -56,6 +56,8 @@ pub fn policy_options(trace: &Trace, seed: u64, config: &PolicyConfig) -> Policy
         oracle_durations: Some(durations.into()),
         tiresias: config.tiresias.clone(),
         gittins: config.gittins.clone(),
+        colocate: config.colocate.clone(),
+        elastic: config.elastic.clone(),
         ..PolicyOptions::default()
     }
 }

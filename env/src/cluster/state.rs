@@ -37,6 +37,10 @@ pub struct Allocation {
     #[serde(serialize_with = "placements_as_list")]
     pub tasks: Arc<[TaskPlacement]>,
     pub preemptible: bool,
+    /// Whether the job is elastic (`JobSpec::elastic`: it may be resized), kept here so that
+    /// policies looking for resizable jobs need not read every running job's spec.
+    #[serde(skip)]
+    pub elastic: bool,
 }
 
 /// Writes shared placements as the list they are.
@@ -122,6 +126,10 @@ pub struct ClusterState {
     /// afterwards; the other job's task takes only CPU and memory. Empty in runs without
     /// sharing, which then take no other path.
     shared: BTreeMap<u32, [JobId; 2]>,
+    /// Per global GPU: the job that last took it whole (`u32::MAX`: none yet). A hint that
+    /// [`Self::gpu_holders`] checks against `running` before it trusts it (it is not cleared
+    /// when the job leaves), so that finding a GPU's holder does not scan every running job.
+    holder_hint: Vec<u32>,
 }
 
 impl ClusterState {
@@ -150,6 +158,7 @@ impl ClusterState {
             index_deferred: false,
             excluded: Vec::new(),
             shared: BTreeMap::new(),
+            holder_hint: vec![u32::MAX; total as usize],
         };
         state.idle_watts = state
             .spec
@@ -243,6 +252,7 @@ impl ClusterState {
             return Err(StateError::AlreadyRunning(job.id));
         }
         self.take_tasks(job, &tasks)?;
+        self.hint_holder(job.id, &job.task, &tasks);
         self.running.insert(
             job.id,
             Allocation {
@@ -250,6 +260,7 @@ impl ClusterState {
                 task: job.task,
                 tasks: tasks.into(),
                 preemptible: job.preemptible,
+                elastic: job.elastic.is_some(),
             },
         );
         Ok(())
@@ -321,7 +332,12 @@ impl ClusterState {
             .ok_or(StateError::NotRunning(job))?;
         if let Some(gpu) = self.shared_gpu(&alloc) {
             // The partner keeps the GPU (and its capacity): only CPU and memory come back.
-            self.shared.remove(&gpu);
+            if let Some(pair) = self.shared.remove(&gpu)
+                && let Some(partner) = pair.iter().find(|j| **j != job)
+                && let Some(h) = self.holder_hint.get_mut(gpu as usize)
+            {
+                *h = partner.0;
+            }
             self.give_back_host(&alloc.task, alloc.tasks[0].node);
         } else {
             for t in alloc.tasks.iter() {
@@ -445,6 +461,62 @@ impl ClusterState {
         for pair in self.shared.values_mut() {
             *pair = pair.map(&mut new_id);
         }
+        self.holder_hint.fill(u32::MAX);
+        let held: Vec<(JobId, TaskRequest, Arc<[TaskPlacement]>)> = self
+            .running
+            .values()
+            .map(|a| (a.job, a.task, a.tasks.clone()))
+            .collect();
+        for (job, task, tasks) in held {
+            self.hint_holder(job, &task, &tasks);
+        }
+    }
+
+    /// Records `job` as the holder of the GPUs of `tasks` when it takes them whole.
+    pub(super) fn hint_holder(&mut self, job: JobId, task: &TaskRequest, tasks: &[TaskPlacement]) {
+        if task.gpu_milli != GPU_MILLI {
+            return;
+        }
+        for t in tasks {
+            let Some(start) = self.gpu_offset.get(t.node.index()) else {
+                continue;
+            };
+            for g in &t.gpus {
+                if let Some(h) = self.holder_hint.get_mut((start + u32::from(*g)) as usize) {
+                    *h = job.0;
+                }
+            }
+        }
+    }
+
+    /// The running jobs whose tasks use GPU `gpu` of `node` (both jobs of a shared GPU, the
+    /// first holder first). A GPU taken whole by a job that does not share it has that job
+    /// alone, found without scanning every running job.
+    pub fn gpu_holders(&self, node: NodeId, gpu: u8) -> Vec<&Allocation> {
+        let uses = |a: &Allocation| {
+            a.tasks
+                .iter()
+                .any(|t| t.node == node && t.gpus.contains(&gpu))
+        };
+        if let Some(global) = self
+            .gpu_offset
+            .get(node.index())
+            .map(|s| s + u32::from(gpu))
+        {
+            if let Some(pair) = self.shared.get(&global) {
+                return pair.iter().filter_map(|j| self.running.get(j)).collect();
+            }
+            let hinted = self
+                .holder_hint
+                .get(global as usize)
+                .filter(|h| **h != u32::MAX)
+                .and_then(|h| self.running.get(&JobId(*h)))
+                .filter(|a| a.task.gpu_milli == GPU_MILLI && uses(a));
+            if let Some(a) = hinted {
+                return vec![a];
+            }
+        }
+        self.running.values().filter(|a| uses(a)).collect()
     }
 
     /// Frees everything a preemptible `job` holds (it goes back to the queue).
@@ -741,6 +813,37 @@ impl ClusterState {
         let keys: Vec<NodeKey> = self.spec.node_ids().map(|n| self.compute_key(n)).collect();
         if !self.index.matches(&keys) {
             return Err("free-capacity index is stale".into());
+        }
+        // Every GPU's holders as `gpu_holders` finds them (through its hint) are those a scan
+        // of every running job finds.
+        for (n, node) in self.spec.nodes.iter().enumerate() {
+            let node_id = NodeId(n as u32);
+            for gpu in 0..node.gpus.min(256) {
+                let gpu = gpu as u8;
+                let mut found: Vec<JobId> = self
+                    .gpu_holders(node_id, gpu)
+                    .iter()
+                    .map(|a| a.job)
+                    .collect();
+                let mut scanned: Vec<JobId> = self
+                    .running
+                    .values()
+                    .filter(|a| {
+                        a.tasks
+                            .iter()
+                            .any(|t| t.node == node_id && t.gpus.contains(&gpu))
+                    })
+                    .map(|a| a.job)
+                    .collect();
+                found.sort_unstable();
+                scanned.sort_unstable();
+                if found != scanned {
+                    return Err(format!(
+                        "GPU {gpu} of node {node_id}: holders {found:?}, but the running jobs on \
+                         it are {scanned:?}"
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -44,8 +44,15 @@ pub trait Placer: Send {
 /// placed.
 pub trait Modifier: Send {
     fn name(&self) -> &str;
+    /// How many jobs of `rest` [`Self::extend`] reads at this decision point, from its front:
+    /// the pass collects no more than the largest count its modifiers want (a long queue is
+    /// then not copied at every decision). Default: all of them.
+    fn rest_wanted(&self, _ctx: &DecisionContext<'_>) -> usize {
+        usize::MAX
+    }
     /// `rest` holds the pending jobs the pass did not place, in the ordering's order (for a
-    /// blocking ordering, the blocked head first and everything behind it).
+    /// blocking ordering, the blocked head first and everything behind it), at least the first
+    /// [`Self::rest_wanted`] of them.
     fn extend(
         &mut self,
         ctx: &DecisionContext<'_>,
@@ -149,7 +156,13 @@ impl Policy for Composite {
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
         let mut decision = Decision::default();
         let blocks = self.ordering.blocks_on_failure();
-        let keep_rest = !self.modifiers.is_empty();
+        let wanted = self
+            .modifiers
+            .iter()
+            .map(|m| m.rest_wanted(ctx))
+            .max()
+            .unwrap_or(0);
+        let keep_rest = wanted > 0;
         let mut rest = Vec::new();
         self.placer.observe(ctx);
         // The order first: it may read the cluster, which the planner then borrows mutably.
@@ -161,11 +174,11 @@ impl Policy for Composite {
                 None if blocks => {
                     if keep_rest {
                         rest.push(id);
-                        rest.extend(order);
+                        rest.extend(order.take(wanted - 1));
                     }
                     break;
                 }
-                None if keep_rest => rest.push(id),
+                None if rest.len() < wanted => rest.push(id),
                 None => {}
             }
         }

@@ -21,8 +21,9 @@ pub(crate) use context::seen_below;
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
 pub use modifier::{
-    ClassPreempt, Colocate, Easy, ElasticAlloc, GittinsPreempt, LasPreempt, VictimPools,
-    best_above, marginal_efficiency, minimal_victims, summed_normalised_rate,
+    ClassPreempt, Colocate, ColocateConfig, DEFAULT_ROUND_S, Easy, ElasticAlloc, ElasticConfig,
+    GittinsPreempt, LasPreempt, VictimPools, best_above, marginal_efficiency, minimal_victims,
+    summed_normalised_rate,
 };
 pub use planner::{PlanMark, Planner};
 pub use registry::{

@@ -2,7 +2,10 @@
 //! and the command line pick policies by these names; nobody edits code to switch.
 
 use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
-use super::modifier::{ClassPreempt, Colocate, Easy, ElasticAlloc, GittinsPreempt, LasPreempt};
+use super::modifier::{
+    ClassPreempt, Colocate, ColocateConfig, Easy, ElasticAlloc, ElasticConfig, GittinsPreempt,
+    LasPreempt,
+};
 use super::order::{
     Drf, Gittins, GittinsConfig, HetLas, HpcFunction, HpcPriority, PriorityOrder, Shortest,
     Tiresias, TiresiasConfig,
@@ -32,6 +35,10 @@ pub struct PolicyOptions {
     /// The throughput table of the run, for the parts that read rates (`colocate`,
     /// `elastic`); they refuse to be built without one.
     pub throughputs: Option<Arc<ThroughputTable>>,
+    /// `colocate`'s knobs.
+    pub colocate: ColocateConfig,
+    /// `elastic`'s knobs.
+    pub elastic: ElasticConfig,
 }
 
 /// The table a rate-reading part `part` needs, or why it cannot be built.
@@ -54,12 +61,22 @@ fn table_for(options: &PolicyOptions, part: &str) -> Result<Arc<ThroughputTable>
 /// [gittins]
 /// min_class_samples = 16
 /// preempt_margin = 0.5
+///
+/// [colocate]
+/// threshold = 1.0
+/// round_s = 60.0
+///
+/// [elastic]
+/// min_efficiency = 0.5
+/// round_s = 60.0
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyConfig {
     pub tiresias: TiresiasConfig,
     pub gittins: GittinsConfig,
+    pub colocate: ColocateConfig,
+    pub elastic: ElasticConfig,
 }
 
 /// One registered part, for `lachesis` help and docs.
@@ -177,8 +194,8 @@ const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
         |o| {
             Ok(Box::new(Colocate::new(
                 table_for(o, "colocate")?,
-                Colocate::DEFAULT_THRESHOLD,
-            )))
+                &o.colocate,
+            )?))
         },
     ),
     (
@@ -188,8 +205,8 @@ const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
         |o| {
             Ok(Box::new(ElasticAlloc::new(
                 table_for(o, "elastic")?,
-                ElasticAlloc::DEFAULT_MIN_EFFICIENCY,
-            )))
+                &o.elastic,
+            )?))
         },
     ),
 ];
@@ -338,6 +355,22 @@ pub fn build_policy_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policy_config_reads_the_heterogeneity_knobs() {
+        let cfg: PolicyConfig = toml::from_str(
+            "[colocate]\nthreshold = 1.2\nround_s = 0\n[elastic]\nmin_efficiency = 0.8\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.colocate.threshold, 1.2);
+        assert_eq!(cfg.colocate.round_s, 0.0);
+        assert_eq!(cfg.elastic.min_efficiency, 0.8);
+        // Defaults: Gavel's 6-minute round for sharing, Pollux's and Sia's 60 s for resizing.
+        assert_eq!(cfg.elastic.round_s, 60.0);
+        assert_eq!(PolicyConfig::default().colocate.round_s, 360.0);
+        let err = toml::from_str::<PolicyConfig>("[elastic]\nround = 5\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `round`"), "{err}");
+    }
 
     #[test]
     fn builds_registered_names_and_explains_unknown_ones() {

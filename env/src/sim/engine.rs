@@ -665,12 +665,11 @@ impl<'t> Simulator<'t> {
             return false;
         };
         // The partner, as `allocate_shared` will find it (it refuses anything else).
-        let holder = self.cluster.get_mut().running().find(|a| {
-            a.tasks
-                .iter()
-                .any(|p| p.node == t.node && t.gpus.first().is_some_and(|g| p.gpus.contains(g)))
-        });
-        let Some(partner) = holder.map(|a| a.job) else {
+        let Some(&gpu) = t.gpus.first() else {
+            return false;
+        };
+        let holders = self.cluster.get_mut().gpu_holders(t.node, gpu);
+        let Some(partner) = holders.first().map(|a| a.job) else {
             return false;
         };
         let Some(wp) = rates.workload(partner) else {

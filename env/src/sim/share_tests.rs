@@ -470,6 +470,78 @@ fn elastic_grows_into_idle_gpus_and_shrinks_to_admit() {
     assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(100)));
 }
 
+#[test]
+fn colocate_acts_once_a_round() {
+    // Two V100s, each running a ResNet-50; LM jobs (which share with it, see above) arrive at
+    // 10 s and 20 s. With `round_s = 0` both share at once; with Gavel's 6-minute round the
+    // second waits for the next round, and then for a GPU, since both hosts run to 1000 s.
+    let t = trace(vec![
+        (typed("A", 0, 1, RESNET50), 1000),
+        (typed("A2", 0, 1, RESNET50), 1000),
+        (typed("B", 10, 1, LM), 100),
+        (typed("B2", 20, 1, LM), 100),
+    ]);
+    let build = |round_s: f64| {
+        let options = crate::policy::PolicyOptions {
+            throughputs: Some(Arc::new(load_table("gavel").unwrap())),
+            colocate: crate::policy::ColocateConfig {
+                round_s,
+                ..Default::default()
+            },
+            ..crate::policy::PolicyOptions::default()
+        };
+        crate::policy::build_policy_with("fifo/first-fit/colocate", &options).unwrap()
+    };
+    let r = run_with(&t, "1x2:V100", &gavel(), build(0.0).as_mut());
+    assert_eq!(r.summary.shares, 2);
+    assert_eq!(r.jobs[3].first_start, Some(SimTime::from_secs(20)));
+    let r = run_with(&t, "1x2:V100", &gavel(), build(360.0).as_mut());
+    assert_eq!(r.summary.shares, 1);
+    assert_eq!(r.jobs[2].first_start, Some(SimTime::from_secs(10)));
+    assert_eq!(r.jobs[3].first_start, Some(SimTime::from_secs(1000)));
+    // Bad knobs are refused, naming them.
+    for (config, field) in [
+        (
+            crate::policy::ColocateConfig {
+                threshold: f64::NAN,
+                ..Default::default()
+            },
+            "threshold",
+        ),
+        (
+            crate::policy::ColocateConfig {
+                round_s: -1.0,
+                ..Default::default()
+            },
+            "round_s",
+        ),
+    ] {
+        let options = crate::policy::PolicyOptions {
+            throughputs: Some(Arc::new(load_table("gavel").unwrap())),
+            colocate: config,
+            ..crate::policy::PolicyOptions::default()
+        };
+        let err = crate::policy::build_policy_with("fifo/first-fit/colocate", &options)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains(field), "{err}");
+    }
+    let options = crate::policy::PolicyOptions {
+        throughputs: Some(Arc::new(load_table("gavel").unwrap())),
+        elastic: crate::policy::ElasticConfig {
+            min_efficiency: 0.0,
+            ..Default::default()
+        },
+        ..crate::policy::PolicyOptions::default()
+    };
+    let err = crate::policy::build_policy_with("fifo/first-fit/elastic", &options)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("min_efficiency"), "{err}");
+}
+
 mod props {
     use super::*;
     use crate::policy::JobState;

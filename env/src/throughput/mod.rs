@@ -72,6 +72,13 @@ impl fmt::Display for Consolidation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WorkloadId(u32);
 
+impl WorkloadId {
+    /// Its position in [`ThroughputTable::workloads`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// A GPU model a table covers, as the catalog spells it, resolved once by
 /// [`ThroughputTable::gpu`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -134,6 +141,8 @@ pub struct ThroughputTable {
     singles: BTreeMap<SingleKey, f64>,
     /// As given, `[a's rate, b's rate]`, `[0, 0]` included (cannot share).
     pairs: BTreeMap<PairKey, [f64; 2]>,
+    /// The GPU models of `singles`, sorted by name, deduplicated (kept by the builder).
+    gpus: Vec<TableGpu>,
 }
 
 impl ThroughputTable {
@@ -154,10 +163,7 @@ impl ThroughputTable {
 
     /// GPU models with at least one rate, in the catalog's spelling, sorted by name.
     pub fn gpu_models(&self) -> Vec<TableGpu> {
-        let mut gpus: Vec<TableGpu> = self.singles.keys().map(|k| k.1).collect();
-        gpus.sort();
-        gpus.dedup();
-        gpus
+        self.gpus.clone()
     }
 
     /// The id of `workload` in this table (names match case-insensitively).
@@ -186,15 +192,14 @@ impl ThroughputTable {
                 table: self.name.clone(),
                 gpu: name.to_string(),
             })?;
-        let covered = self.gpu_models();
-        covered
+        self.gpus
             .iter()
             .find(|g| g.0 == canonical)
             .copied()
             .ok_or_else(|| RateError::GpuModelAbsent {
                 table: self.name.clone(),
                 gpu: name.to_string(),
-                covered: covered.iter().map(|g| g.0).collect::<Vec<_>>().join(", "),
+                covered: self.gpus.iter().map(|g| g.0).collect::<Vec<_>>().join(", "),
             })
     }
 
@@ -355,6 +360,7 @@ impl TableBuilder {
                 workloads: Vec::new(),
                 singles: BTreeMap::new(),
                 pairs: BTreeMap::new(),
+                gpus: Vec::new(),
             },
             origin: BTreeMap::new(),
             pair_origin: BTreeMap::new(),
@@ -400,6 +406,9 @@ impl TableBuilder {
         }
         self.origin.insert(key, origin);
         self.table.singles.insert(key, rate);
+        if let Err(at) = self.table.gpus.binary_search(&gpu) {
+            self.table.gpus.insert(at, gpu);
+        }
         Ok(())
     }
 

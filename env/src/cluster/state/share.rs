@@ -96,15 +96,7 @@ impl ClusterState {
         if self.shared.contains_key(&global) {
             return Err(refuse(ShareRefusal::Full { node, gpu }));
         }
-        let holders: Vec<&Allocation> = self
-            .running
-            .values()
-            .filter(|a| {
-                a.tasks
-                    .iter()
-                    .any(|t| t.node == node && t.gpus.contains(&gpu))
-            })
-            .collect();
+        let holders: Vec<&Allocation> = self.gpu_holders(node, gpu);
         let partner = match holders.as_slice() {
             [a] if one_whole_gpu(a.tasks.len() as u32, &a.task) => a.job,
             [a] => {
@@ -132,6 +124,7 @@ impl ClusterState {
                 task: job.task,
                 tasks: tasks.into(),
                 preemptible: job.preemptible,
+                elastic: job.elastic.is_some(),
             },
         );
         Ok(partner)
@@ -180,6 +173,7 @@ impl ClusterState {
             self.running.insert(job.id, old);
             return Err(e);
         }
+        self.hint_holder(job.id, &old.task, &tasks);
         self.running.insert(
             job.id,
             Allocation {
@@ -187,6 +181,7 @@ impl ClusterState {
                 task: old.task,
                 tasks: tasks.into(),
                 preemptible: old.preemptible,
+                elastic: old.elastic,
             },
         );
         Ok(old)
@@ -197,6 +192,12 @@ impl ClusterState {
         let a = self.running.get(&job)?;
         let gpu = self.shared_gpu(a)?;
         self.shared[&gpu].into_iter().find(|j| *j != job)
+    }
+
+    /// Whether running allocation `a` shares its GPU with another job (as
+    /// [`Self::co_tenant`], without looking the job up again).
+    pub fn shares_gpu(&self, a: &Allocation) -> bool {
+        self.shared_gpu(a).is_some()
     }
 
     /// Every shared GPU: its node, its index there, and the two jobs on it (the first holder,

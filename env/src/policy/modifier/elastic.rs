@@ -9,6 +9,11 @@
 //!   whose next size gives the best marginal speedup per extra GPU, when the extra GPUs are
 //!   used at least half as well as its current ones.
 //!
+//! Both act in rounds, as Gavel, Pollux and Sia re-plan: at a decision point at least
+//! `round_s` after the last one where they acted (`round_s = 0`: at every decision point).
+//! `colocate` defaults to Gavel's 6-minute round, `elastic` to Pollux's and Sia's 60 s. Their knobs are `[colocate]` and `[elastic]` in a policy config
+//! file ([`ColocateConfig`], [`ElasticConfig`]).
+//!
 //! Both read rates from the throughput table they are built with
 //! (`PolicyOptions::throughputs`): they never see a true duration, only what the table and
 //! the cluster say. The scoring rules are pure functions, tested by table below.
@@ -18,10 +23,117 @@ use super::super::planner::Planner;
 use super::super::{Decision, DecisionContext, Placement};
 use crate::cluster::{ClusterSpec, FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
-use crate::throughput::{Consolidation, ThroughputTable};
-use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId};
-use std::collections::BTreeMap;
+use crate::throughput::{Consolidation, TableGpu, ThroughputTable, WorkloadId};
+use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime};
+use foldhash::fast::FixedState;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// `colocate`'s knobs (`[colocate]` in a policy config file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ColocateConfig {
+    /// A pair shares a GPU only when its summed normalised rate is above this (Gavel's
+    /// break-even, 1.0: the GPU does more together than either job alone).
+    pub threshold: f64,
+    /// Seconds between the decision points where it acts (0: every one).
+    pub round_s: f64,
+}
+
+impl Default for ColocateConfig {
+    fn default() -> Self {
+        ColocateConfig {
+            threshold: 1.0,
+            round_s: GAVEL_ROUND_S,
+        }
+    }
+}
+
+impl ColocateConfig {
+    /// Checks the knobs: a finite threshold >= 0, a finite round >= 0.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.threshold.is_finite() && self.threshold >= 0.0) {
+            return Err(format!(
+                "colocate threshold must be a number >= 0, got {}",
+                self.threshold
+            ));
+        }
+        round(self.round_s, "colocate").map(|_| ())
+    }
+}
+
+/// `elastic`'s knobs (`[elastic]` in a policy config file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ElasticConfig {
+    /// The least [`marginal_efficiency`] worth a grow and its restart (0.5: the extra GPUs
+    /// work at least half as well as the current ones).
+    pub min_efficiency: f64,
+    /// Seconds between the decision points where it acts (0: every one).
+    pub round_s: f64,
+}
+
+impl Default for ElasticConfig {
+    fn default() -> Self {
+        ElasticConfig {
+            min_efficiency: 0.5,
+            round_s: DEFAULT_ROUND_S,
+        }
+    }
+}
+
+impl ElasticConfig {
+    /// Checks the knobs: a finite efficiency > 0, a finite round >= 0.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.min_efficiency.is_finite() && self.min_efficiency > 0.0) {
+            return Err(format!(
+                "elastic min_efficiency must be a number > 0, got {}",
+                self.min_efficiency
+            ));
+        }
+        round(self.round_s, "elastic").map(|_| ())
+    }
+}
+
+/// Sia's and Pollux's scheduling interval, seconds: `elastic`'s default round.
+pub const DEFAULT_ROUND_S: f64 = 60.0;
+
+/// Gavel's round, seconds (6 minutes, OSDI'20 §5): `colocate`'s default round.
+pub const GAVEL_ROUND_S: f64 = 360.0;
+
+/// `round_s` of part `part` as a time, or why it is refused.
+fn round(round_s: f64, part: &str) -> Result<SimTime, String> {
+    SimTime::from_secs_f64(round_s)
+        .filter(|_| round_s >= 0.0)
+        .ok_or_else(|| format!("{part} round_s must be a number of seconds >= 0, got {round_s}"))
+}
+
+/// When a part acting in rounds may act next.
+#[derive(Debug, Clone, Default)]
+struct Rounds {
+    every: SimTime,
+    next: Option<SimTime>,
+}
+
+impl Rounds {
+    /// Whether a round starts at `now` (nothing is marked).
+    fn is_due(&self, now: SimTime) -> bool {
+        self.every == SimTime::ZERO || self.next.is_none_or(|next| now >= next)
+    }
+
+    /// Whether to act at `now`; when so, the next round starts `every` later.
+    fn due(&mut self, now: SimTime) -> bool {
+        if !self.is_due(now) {
+            return false;
+        }
+        if self.every != SimTime::ZERO {
+            self.next = Some(now.saturating_add(self.every));
+        }
+        true
+    }
+}
 
 /// Gavel's summed normalised throughput of a pair sharing one GPU: `pair[i] / alone[i]`
 /// summed over the two jobs. Above 1 the GPU does more together than either job alone. 0 when
@@ -55,13 +167,80 @@ pub fn marginal_efficiency(speed_now: f64, gpus_now: u32, speed_next: f64, gpus_
     (speed_next - speed_now) / f64::from(gpus_next - gpus_now) / per_gpu_now
 }
 
-/// A typed job's table rates as the heuristics need them.
+/// A rate alone's key: workload, cluster GPU model (its `GpuModelId` number), GPUs, placement.
+type RateKey = (WorkloadId, u32, u32, Consolidation);
+
+/// A typed job's table rates as the heuristics need them. The cluster's GPU models are
+/// resolved against the table once per cluster ([`Self::sync`]), not once per lookup.
 #[derive(Debug, Clone)]
 struct TableRates {
     table: Arc<ThroughputTable>,
+    /// The names of the cluster GPU models `gpus` was resolved for.
+    models: Vec<String>,
+    /// Per cluster GPU model (by `GpuModelId`): its table entry, `None` when the table lacks it.
+    gpus: Vec<Option<TableGpu>>,
+    /// The table's workload ids by their exact names (other spellings take the table's
+    /// case-insensitive lookup).
+    workloads: HashMap<String, WorkloadId, FixedState>,
+    /// Per cluster GPU model: the most GPUs one node of it has ([`gpus_per_model`]).
+    per_node: Vec<u32>,
+    /// Rates alone looked up so far, by (workload, cluster GPU model, GPUs, placement).
+    memo: RefCell<HashMap<RateKey, f64, FixedState>>,
 }
 
 impl TableRates {
+    fn new(table: Arc<ThroughputTable>) -> TableRates {
+        let workloads = table
+            .workloads()
+            .iter()
+            .filter_map(|w| Some((w.as_str().to_string(), table.workload(w.as_str()).ok()?)))
+            .collect();
+        TableRates {
+            table,
+            models: Vec::new(),
+            gpus: Vec::new(),
+            workloads,
+            per_node: Vec::new(),
+            memo: RefCell::default(),
+        }
+    }
+
+    /// `job`'s workload id in the table; `None` when untyped or the table lacks its type.
+    fn workload(&self, job: &JobSpec) -> Option<WorkloadId> {
+        let name = job.workload.as_ref()?.as_str();
+        match self.workloads.get(name) {
+            Some(w) => Some(*w),
+            None => self.table.workload(name).ok(),
+        }
+    }
+
+    /// Resolves `spec`'s GPU models against the table, when they differ from the last ones.
+    fn sync(&mut self, spec: &ClusterSpec) {
+        if self.models.len() == spec.models.len()
+            && self
+                .models
+                .iter()
+                .zip(&spec.models)
+                .all(|(a, b)| *a == b.name)
+        {
+            return;
+        }
+        self.models = spec.models.iter().map(|m| m.name.clone()).collect();
+        self.per_node = gpus_per_model(spec);
+        self.memo.get_mut().clear();
+        self.gpus = spec
+            .models
+            .iter()
+            .map(|m| self.table.gpu(&m.name).ok())
+            .collect();
+    }
+
+    /// The table entry of `node`'s GPU model (after [`Self::sync`] with its cluster).
+    fn gpu(&self, spec: &ClusterSpec, node: NodeId) -> Option<TableGpu> {
+        let model = spec.node(node).gpu_model?;
+        self.gpus.get(model.index()).copied().flatten()
+    }
+
     /// The rate of `job` alone on `gpus` GPUs of `node`'s model placed as `placement`; 0 when
     /// untyped, or the table lacks it.
     fn alone(
@@ -73,18 +252,26 @@ impl TableRates {
         placement: Consolidation,
     ) -> f64 {
         let rate = || {
-            let w = self.table.workload(job.workload.as_ref()?.as_str()).ok()?;
-            let gpu = self.table.gpu(&spec.node_model(node)?.name).ok()?;
-            self.table.rate(w, gpu, gpus, placement).ok()
+            let w = self.workload(job)?;
+            let model = spec.node(node).gpu_model?;
+            let key = (w, model.0, gpus, placement);
+            if let Some(r) = self.memo.borrow().get(&key) {
+                return Some(*r);
+            }
+            let gpu = self.gpus.get(model.index()).copied().flatten();
+            let r = gpu.and_then(|g| self.table.rate(w, g, gpus, placement).ok());
+            let r = r.unwrap_or(0.0);
+            self.memo.borrow_mut().insert(key, r);
+            Some(r)
         };
         rate().unwrap_or(0.0)
     }
 
     /// The pair rates of `a` and `b` sharing one GPU of `node`'s model.
     fn pair(&self, spec: &ClusterSpec, a: &JobSpec, b: &JobSpec, node: NodeId) -> Option<[f64; 2]> {
-        let wa = self.table.workload(a.workload.as_ref()?.as_str()).ok()?;
-        let wb = self.table.workload(b.workload.as_ref()?.as_str()).ok()?;
-        let gpu = self.table.gpu(&spec.node_model(node)?.name).ok()?;
+        let wa = self.workload(a)?;
+        let wb = self.workload(b)?;
+        let gpu = self.gpu(spec, node)?;
         self.table.pair(wa, wb, gpu)
     }
 }
@@ -99,23 +286,35 @@ fn one_gpu(job: &JobSpec) -> bool {
 pub struct Colocate {
     rates: TableRates,
     threshold: f64,
+    rounds: Rounds,
 }
 
 impl Colocate {
-    /// Gavel's break-even: a pair is worth it when it does more than one job alone.
-    pub const DEFAULT_THRESHOLD: f64 = 1.0;
-
-    pub fn new(table: Arc<ThroughputTable>, threshold: f64) -> Colocate {
-        Colocate {
-            rates: TableRates { table },
-            threshold,
-        }
+    /// Reads rates from `table`; refused when `config` is not valid.
+    pub fn new(table: Arc<ThroughputTable>, config: &ColocateConfig) -> Result<Colocate, String> {
+        config.validate()?;
+        Ok(Colocate {
+            rates: TableRates::new(table),
+            threshold: config.threshold,
+            rounds: Rounds {
+                every: round(config.round_s, "colocate")?,
+                next: None,
+            },
+        })
     }
 }
 
 impl Modifier for Colocate {
     fn name(&self) -> &str {
         "colocate"
+    }
+
+    fn rest_wanted(&self, ctx: &DecisionContext<'_>) -> usize {
+        if self.rounds.is_due(ctx.now()) {
+            usize::MAX
+        } else {
+            0
+        }
     }
 
     fn extend(
@@ -126,19 +325,34 @@ impl Modifier for Colocate {
         rest: &[JobId],
         decision: &mut Decision,
     ) {
+        // Only a 1-GPU typed job may share: without one waiting there is nothing to do.
+        if !self.rounds.is_due(ctx.now())
+            || !rest.iter().any(|id| {
+                let job = ctx.job(*id);
+                one_gpu(job) && job.workload.is_some()
+            })
+        {
+            return;
+        }
+        self.rounds.due(ctx.now());
+        self.rates.sync(planner.state().spec());
         let state = planner.state();
         let spec = state.spec();
         // Running 1-GPU typed jobs alone on their GPU, not being preempted, in running order.
         let hosts: Vec<(JobId, NodeId, u8)> = state
             .running()
             .filter(|a| {
+                // Its placement now, not its trace shape (an elastic job may have grown); the
+                // checks that read no other memory first.
+                if a.task.gpus != 1 || a.task.gpu_milli != GPU_MILLI {
+                    return false;
+                }
                 let job = ctx.job(a.job);
-                // Its placement now, not its trace shape (an elastic job may have grown).
                 a.tasks.len() == 1
                     && a.tasks[0].gpus.len() == 1
                     && a.task.gpu_milli == GPU_MILLI
                     && job.workload.is_some()
-                    && state.co_tenant(a.job).is_none()
+                    && !state.shares_gpu(a)
                     && !planner.has_freed(a.job)
                     && !decision.preemptions.contains(&a.job)
             })
@@ -152,28 +366,40 @@ impl Modifier for Colocate {
         // A pair's score depends only on the two workloads and the GPU model: hosts are
         // grouped by (workload, model) and each guest is scored once per group, so a decision
         // costs (pending x groups) table lookups, not (pending x hosts).
-        let mut groups: BTreeMap<(&str, Option<GpuModelId>), Vec<usize>> = BTreeMap::new();
+        // Keyed by the host's workload id in the table (`None`: a type the table lacks, which
+        // never scores) and GPU model.
+        let mut groups: BTreeMap<(Option<WorkloadId>, Option<GpuModelId>), Vec<usize>> =
+            BTreeMap::new();
         for (i, (id, node, _)) in hosts.iter().enumerate() {
-            let w = ctx.job(*id).workload.as_ref().map_or("", |w| w.as_str());
+            let w = self.rates.workload(ctx.job(*id));
             groups
                 .entry((w, spec.node(*node).gpu_model))
                 .or_default()
                 .push(i);
         }
         let groups: Vec<Vec<usize>> = groups.into_values().collect();
+        // Per group: its members before this index are all taken (hosts are taken, never
+        // given back, within a decision), so a search starts there.
+        let mut cursor = vec![0usize; groups.len()];
+        let mut free_hosts = hosts.len();
         // Per guest workload: the groups scoring above the threshold, best first (equal
         // scores in group order), computed once a decision.
-        let mut ranked: BTreeMap<&str, Vec<(f64, usize)>> = BTreeMap::new();
+        let mut ranked: Vec<Option<Vec<(f64, usize)>>> =
+            vec![None; self.rates.table.workloads().len()];
         // CPU and memory the shares chosen here take, per node.
         let mut taken: BTreeMap<NodeId, (u64, u64)> = BTreeMap::new();
         for id in rest {
+            if free_hosts == 0 {
+                break;
+            }
             let job = ctx.job(*id);
-            let Some(guest) = job.workload.as_ref().map(|w| w.as_str()) else {
-                continue;
-            };
             if !one_gpu(job) {
                 continue;
             }
+            // A type the table lacks never scores above the threshold.
+            let Some(guest) = self.rates.workload(job) else {
+                continue;
+            };
             let mask = spec.job_mask(job);
             let fits = |node: NodeId, taken: &BTreeMap<NodeId, (u64, u64)>| {
                 let (cpu, mem) = taken.get(&node).copied().unwrap_or_default();
@@ -183,7 +409,7 @@ impl Modifier for Colocate {
                     && state.cpu_free(node) >= cpu + job.task.cpu_milli
                     && state.mem_free(node) >= mem + job.task.mem_mib
             };
-            let order = ranked.entry(guest).or_insert_with(|| {
+            let order = ranked[guest.index()].get_or_insert_with(|| {
                 let mut order: Vec<(f64, usize)> = groups
                     .iter()
                     .enumerate()
@@ -211,7 +437,11 @@ impl Modifier for Colocate {
                 if best.is_some_and(|(b, _)| *score < b) {
                     break;
                 }
-                let first = groups[*g]
+                let members = &groups[*g];
+                while cursor[*g] < members.len() && taken_host[members[cursor[*g]]] {
+                    cursor[*g] += 1;
+                }
+                let first = members[cursor[*g]..]
                     .iter()
                     .copied()
                     .find(|m| !taken_host[*m] && fits(hosts[*m].1, &taken));
@@ -223,6 +453,7 @@ impl Modifier for Colocate {
             }
             let Some((_, i)) = best else { continue };
             taken_host[i] = true;
+            free_hosts -= 1;
             let (_, node, gpu) = hosts[i];
             let t = taken.entry(node).or_default();
             t.0 += job.task.cpu_milli;
@@ -244,50 +475,56 @@ pub struct ElasticAlloc {
     rates: TableRates,
     /// The least `marginal_efficiency` worth a grow (and its restart).
     min_efficiency: f64,
+    rounds: Rounds,
 }
 
 impl ElasticAlloc {
-    /// Grow only while the extra GPUs work at least half as well as the current ones.
-    pub const DEFAULT_MIN_EFFICIENCY: f64 = 0.5;
     /// Blocked jobs, from the head of the queue, that a decision tries to admit by a shrink:
     /// a bound on its cost (each try is a placement per running elastic job).
     pub const ADMIT_TRIES: usize = 4;
     /// Shrinks a decision tries (each a placement of a blocked job), in all.
     pub const SHRINK_TRIES: usize = 16;
 
-    pub fn new(table: Arc<ThroughputTable>, min_efficiency: f64) -> ElasticAlloc {
-        ElasticAlloc {
-            rates: TableRates { table },
-            min_efficiency,
-        }
+    /// Reads rates from `table`; refused when `config` is not valid.
+    pub fn new(
+        table: Arc<ThroughputTable>,
+        config: &ElasticConfig,
+    ) -> Result<ElasticAlloc, String> {
+        config.validate()?;
+        Ok(ElasticAlloc {
+            rates: TableRates::new(table),
+            min_efficiency: config.min_efficiency,
+            rounds: Rounds {
+                every: round(config.round_s, "elastic")?,
+                next: None,
+            },
+        })
     }
 
     /// `job`'s table rate on `tasks` (its GPU count there, consolidated or spread as the
     /// simulator judges it: more nodes than its model's largest node needs is spread).
-    /// `per_node`: [`gpus_per_model`] of the cluster.
-    fn rate_on(
-        &self,
-        spec: &ClusterSpec,
-        per_node: &[u32],
-        job: &JobSpec,
-        tasks: &[TaskPlacement],
-    ) -> f64 {
+    fn rate_on(&self, spec: &ClusterSpec, job: &JobSpec, tasks: &[TaskPlacement]) -> f64 {
         let Some(first) = tasks.first() else {
             return 0.0;
         };
         let gpus = tasks.len() as u32 * job.task.gpus;
-        let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
         let model = spec.node(first.node).gpu_model;
-        if nodes.iter().any(|n| spec.node(*n).gpu_model != model) {
-            return 0.0;
+        // Distinct nodes, without allocating (an elastic job has a handful of tasks).
+        let mut nodes = 0u32;
+        for (i, t) in tasks.iter().enumerate() {
+            if tasks[..i].iter().any(|u| u.node == t.node) {
+                continue;
+            }
+            if spec.node(t.node).gpu_model != model {
+                return 0.0;
+            }
+            nodes += 1;
         }
         let per_node = model
-            .and_then(|m| per_node.get(m.index()).copied())
+            .and_then(|m| self.rates.per_node.get(m.index()).copied())
             .unwrap_or(1)
             .max(1);
-        let placement = if nodes.len() as u32 > gpus.div_ceil(per_node) {
+        let placement = if nodes > gpus.div_ceil(per_node) {
             Consolidation::Spread
         } else {
             Consolidation::Consolidated
@@ -295,26 +532,59 @@ impl ElasticAlloc {
         self.rates.alone(spec, job, first.node, gpus, placement)
     }
 
-    /// Running elastic typed jobs the decision has not touched, with their tasks.
+    /// Running elastic typed jobs the decision has not touched, with their task counts and
+    /// the GPU model of their first task.
     fn elastic_running(
         ctx: &DecisionContext<'_>,
         planner: &Planner<'_>,
         decision: &Decision,
-    ) -> Vec<(JobId, Vec<TaskPlacement>)> {
+    ) -> Vec<(JobId, usize, Option<GpuModelId>)> {
         let state = planner.state();
         state
             .running()
             .filter(|a| {
-                let job = ctx.job(a.job);
-                job.elastic.is_some()
-                    && job.workload.is_some()
+                a.elastic
                     && a.preemptible
-                    && state.co_tenant(a.job).is_none()
+                    && ctx.job(a.job).workload.is_some()
+                    && !state.shares_gpu(a)
                     && !planner.has_freed(a.job)
                     && !decision.preemptions.contains(&a.job)
             })
-            .map(|a| (a.job, a.tasks.to_vec()))
+            .map(|a| {
+                let model = a
+                    .tasks
+                    .first()
+                    .and_then(|t| state.spec().node(t.node).gpu_model);
+                (a.job, a.tasks.len(), model)
+            })
             .collect()
+    }
+
+    /// Whether shrinking running job `id` to its first `keep` tasks leaves some node it uses
+    /// with at least `gpus` whole GPUs free.
+    fn frees_a_node(planner: &Planner<'_>, id: JobId, keep: usize, gpus: u32) -> bool {
+        let state = planner.state();
+        let Some(a) = state.allocation(id) else {
+            return false;
+        };
+        let dropped = &a.tasks[keep.min(a.tasks.len())..];
+        dropped.iter().any(|t| {
+            let freed: u32 = dropped
+                .iter()
+                .filter(|u| u.node == t.node)
+                .map(|u| u.gpus.len() as u32)
+                .sum();
+            state.free_whole_gpus(t.node) + freed >= gpus
+        })
+    }
+
+    /// The tasks running job `id` holds in the planner's state (empty if none).
+    fn tasks_of(planner: &Planner<'_>, id: JobId) -> Vec<TaskPlacement> {
+        planner
+            .state()
+            .allocation(id)
+            .map(|a| a.tasks.to_vec())
+            .unwrap_or_default()
     }
 
     /// Admits the first blocked job of `rest` (among its first [`Self::ADMIT_TRIES`]) that fits
@@ -332,36 +602,58 @@ impl ElasticAlloc {
         if elastic.is_empty() {
             return;
         }
-        elastic.sort_by_key(|(id, tasks)| (std::cmp::Reverse(tasks.len()), *id));
+        elastic.sort_by_key(|(id, tasks, _)| (std::cmp::Reverse(*tasks), *id));
         let state = planner.state();
-        let free: u64 = (0..state.spec().nodes.len())
-            .map(|n| u64::from(state.free_whole_gpus(NodeId(n as u32))))
-            .sum();
-        let per_node = gpus_per_model(state.spec());
+        let spec = state.spec();
+        // Whole GPUs free per GPU model.
+        let mut free = vec![0u64; spec.models.len()];
+        for (n, node) in spec.nodes.iter().enumerate() {
+            if let Some(m) = node.gpu_model {
+                free[m.index()] += u64::from(state.free_whole_gpus(NodeId(n as u32)));
+            }
+        }
         let mut budget = Self::SHRINK_TRIES;
         for blocked in rest.iter().take(Self::ADMIT_TRIES) {
-            let needs = ctx.job(*blocked).gpus_total();
-            for (id, tasks) in &elastic {
+            let blocked_job = ctx.job(*blocked);
+            let needs = blocked_job.gpus_total();
+            let mask = planner.state().spec().job_mask(blocked_job);
+            let free_allowed: u64 = free
+                .iter()
+                .enumerate()
+                .filter(|(m, _)| mask.allows_model(GpuModelId(*m as u32)))
+                .map(|(_, f)| *f)
+                .sum();
+            for (id, tasks, model) in &elastic {
                 if budget == 0 {
                     return;
                 }
                 let job = ctx.job(*id);
                 let Some(range) = job.elastic else { continue };
                 let keep = (range.min_gpus / job.task.gpus) as usize;
-                if keep >= tasks.len() || keep == 0 {
+                if keep >= *tasks || keep == 0 {
                     continue;
                 }
-                // Shrinking it cannot free enough GPUs, whatever the placement.
-                let freed = (tasks.len() - keep) as u64 * u64::from(job.task.gpus);
-                if free + freed < needs {
+                // Shrinking it cannot free enough GPUs the blocked job may use, whatever the
+                // placement.
+                let freed = (tasks - keep) as u64 * u64::from(job.task.gpus);
+                if !model.is_some_and(|m| mask.allows_model(m)) || free_allowed + freed < needs {
+                    continue;
+                }
+                // A one-task blocked job needs one node with room for all of its GPUs: some
+                // node of the shrunk job must then have that many free.
+                if blocked_job.tasks == 1
+                    && blocked_job.task.gpus > 1
+                    && !Self::frees_a_node(planner, *id, keep, blocked_job.task.gpus)
+                {
                     continue;
                 }
                 budget -= 1;
+                let mut kept = Self::tasks_of(planner, *id);
+                kept.truncate(keep);
                 let mark = planner.mark();
                 planner.free_running(*id);
-                let kept = tasks[..keep].to_vec();
                 if planner.reserve(job, &kept).is_ok()
-                    && self.rate_on(planner.state().spec(), &per_node, job, &kept) > 0.0
+                    && self.rate_on(planner.state().spec(), job, &kept) > 0.0
                     && let Some(placed) = placer.place(planner, ctx.job(*blocked))
                 {
                     decision.resizes.push(Placement {
@@ -392,14 +684,17 @@ impl ElasticAlloc {
         if idle == 0 {
             return;
         }
-        let per_node = gpus_per_model(spec);
-        // (estimated efficiency, job, its tasks, GPUs now, its rate now, next size)
+        // (estimated efficiency, job, GPUs now, its rate now, next size)
         let mut ranked = Vec::new();
-        for (id, tasks) in Self::elastic_running(ctx, planner, decision) {
+        for (id, _, _) in Self::elastic_running(ctx, planner, decision) {
             let job = ctx.job(id);
             let Some(range) = job.elastic else { continue };
-            let spec = planner.state().spec();
-            let now = self.rate_on(spec, &per_node, job, &tasks);
+            let state = planner.state();
+            let Some(tasks) = state.allocation(id).map(|a| &a.tasks[..]) else {
+                continue;
+            };
+            let spec = state.spec();
+            let now = self.rate_on(spec, job, tasks);
             let g = job.task.gpus;
             let gpus_now = tasks.len() as u32 * g;
             // The next size up that the table rates above 0 alone on this model, within the
@@ -417,19 +712,20 @@ impl ElasticAlloc {
             let Some((next, rate)) = next else { continue };
             let estimate = marginal_efficiency(now, gpus_now, rate, next);
             if estimate >= self.min_efficiency {
-                ranked.push((estimate, id, tasks, gpus_now, now, next));
+                ranked.push((estimate, id, gpus_now, now, next));
             }
         }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut best: Option<(f64, JobId, Vec<TaskPlacement>)> = None;
-        for (_, id, tasks, gpus_now, now, next) in ranked.into_iter().take(Self::ADMIT_TRIES) {
+        for (_, id, gpus_now, now, next) in ranked.into_iter().take(Self::ADMIT_TRIES) {
             let job = ctx.job(id);
+            let tasks = Self::tasks_of(planner, id);
             let mut extra = job.clone();
             extra.tasks = (next - gpus_now) / job.task.gpus;
             let mark = planner.mark();
             if let Some(more) = planner.place(&extra, FitStrategy::BestFit) {
-                let all: Vec<TaskPlacement> = tasks.iter().cloned().chain(more).collect();
-                let speed = self.rate_on(planner.state().spec(), &per_node, job, &all);
+                let all: Vec<TaskPlacement> = tasks.into_iter().chain(more).collect();
+                let speed = self.rate_on(planner.state().spec(), job, &all);
                 let eff = marginal_efficiency(now, gpus_now, speed, next);
                 if eff >= self.min_efficiency && best.as_ref().is_none_or(|b| eff > b.0) {
                     best = Some((eff, id, all));
@@ -466,6 +762,14 @@ impl Modifier for ElasticAlloc {
         "elastic"
     }
 
+    fn rest_wanted(&self, ctx: &DecisionContext<'_>) -> usize {
+        if self.rounds.is_due(ctx.now()) {
+            Self::ADMIT_TRIES
+        } else {
+            0
+        }
+    }
+
     fn extend(
         &mut self,
         ctx: &DecisionContext<'_>,
@@ -474,6 +778,10 @@ impl Modifier for ElasticAlloc {
         rest: &[JobId],
         decision: &mut Decision,
     ) {
+        if !self.rounds.due(ctx.now()) {
+            return;
+        }
+        self.rates.sync(planner.state().spec());
         // Nobody waits: idle GPUs go to elastic jobs. Someone waits: make room for them.
         if rest.is_empty() {
             self.grow(ctx, planner, decision);

@@ -215,3 +215,65 @@ fn easy_cuts_wait_and_slowdown_on_kth() {
     assert!(easy.avg_wait_s < fifo.avg_wait_s);
     assert!(easy.avg_bsld < fifo.avg_bsld);
 }
+
+/// A modifier that wants the first `wants` jobs of `rest` and records how many it got.
+struct RestProbe {
+    wants: usize,
+    got: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Modifier for RestProbe {
+    fn name(&self) -> &str {
+        "probe"
+    }
+    fn rest_wanted(&self, _ctx: &DecisionContext<'_>) -> usize {
+        self.wants
+    }
+    fn extend(
+        &mut self,
+        _ctx: &DecisionContext<'_>,
+        _planner: &mut crate::policy::Planner<'_>,
+        _placer: &mut dyn crate::policy::Placer,
+        rest: &[JobId],
+        _decision: &mut Decision,
+    ) {
+        self.got
+            .store(rest.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn the_pass_collects_as_much_of_the_queue_as_its_modifiers_want() {
+    // One GPU, taken; five 1-GPU jobs wait, so FIFO's head blocks and everything is `rest`.
+    let mut w = World::new(1, 1, 100);
+    w.run("r", 0, 1, 10);
+    for i in 0..5 {
+        w.pending(&format!("p{i}"), 1, 1);
+    }
+    let state = {
+        let mut s = ClusterState::new(Arc::clone(&w.spec));
+        for (id, t) in &w.running {
+            s.allocate(&w.jobs[id.index()], vec![t.clone()]).unwrap();
+        }
+        RefCell::new(s)
+    };
+    let ctx = DecisionContext::new(w.now, &w.jobs, &w.runtime, &w.pending, &state);
+    for (wants, expect) in [(usize::MAX, 5), (2, 2), (1, 1), (0, 0)] {
+        let got = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
+        let mut p = crate::policy::Composite::with_modifiers(
+            Box::new(crate::policy::Fifo),
+            Box::new(StrategyPlacer::new("first-fit", FitStrategy::FirstFit)),
+            vec![Box::new(RestProbe {
+                wants,
+                got: Arc::clone(&got),
+            })],
+        );
+        let d = crate::policy::Policy::decide(&mut p, &ctx).unwrap();
+        assert!(d.placements.is_empty());
+        assert_eq!(
+            got.load(std::sync::atomic::Ordering::Relaxed),
+            expect,
+            "wants {wants}"
+        );
+    }
+}
