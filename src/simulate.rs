@@ -7,7 +7,9 @@ use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_load};
-use lachesis_env::throughput::{WorkloadRule, assign_workloads};
+use lachesis_env::throughput::{
+    ElasticRule, WorkloadRule, assign_elastic, assign_workloads, load_table,
+};
 use lachesis_env::units::parse_duration;
 use std::fs;
 use std::io::BufWriter;
@@ -83,14 +85,20 @@ pub struct HeteroArgs {
     /// SEED (default 0). Needs --throughputs to change the run.
     #[arg(long, value_name = "gavel|sia[:SEED]")]
     pub assign_workloads: Option<String>,
+    /// Make typed whole-GPU jobs elastic by Pollux's rule: 1-GPU tasks, from 1 GPU to the
+    /// largest size the --throughputs table rates their workload at (at most 64). Applied after
+    /// --assign-workloads.
+    #[arg(long, value_name = "pollux")]
+    pub assign_elastic: Option<String>,
 }
 
 impl HeteroArgs {
-    /// `trace` with workload types assigned (`--assign-workloads`), the rule and seed added
-    /// to its name so that every report names them.
+    /// `trace` with workload types (`--assign-workloads`) and elastic ranges
+    /// (`--assign-elastic`) assigned, the rules and seed added to its name so that every
+    /// report names them.
     pub fn assign(&self, mut trace: Trace) -> Result<Trace> {
         let Some(text) = &self.assign_workloads else {
-            return Ok(trace);
+            return self.assign_ranges(trace);
         };
         let (rule, seed) = match text.split_once(':') {
             Some((rule, seed)) => (
@@ -107,7 +115,35 @@ impl HeteroArgs {
         let (mut typed, how) = assign_workloads(&trace, rule, seed);
         typed.name = format!("{} (workloads {})", trace.name, how.label());
         trace = typed;
-        Ok(trace)
+        self.assign_ranges(trace)
+    }
+
+    /// `trace` with elastic ranges (`--assign-elastic`), the rule added to its name.
+    fn assign_ranges(&self, trace: Trace) -> Result<Trace> {
+        let Some(text) = &self.assign_elastic else {
+            return Ok(trace);
+        };
+        let Some(rule) = ElasticRule::parse(text) else {
+            bail!("--assign-elastic {text}: expected pollux");
+        };
+        let Some(table) = &self.throughputs else {
+            bail!(
+                "--assign-elastic {text} needs --throughputs: the ranges are the sizes the \
+                 table rates"
+            );
+        };
+        let table = load_table(table).with_context(|| format!("--throughputs {table}"))?;
+        let (mut elastic, how) = assign_elastic(&trace, &table, rule);
+        if how.made_elastic == 0 {
+            bail!(
+                "--assign-elastic {text}: no job of {} could be made elastic (it needs typed \
+                 whole-GPU jobs of workloads the table rates on more than one GPU; \
+                 --assign-workloads types a trace)",
+                trace.name
+            );
+        }
+        elastic.name = format!("{} (elastic {})", trace.name, how.label());
+        Ok(elastic)
     }
 
     /// `cluster` with the table (`--throughputs`) added to its name, so that every report

@@ -50,6 +50,10 @@ pub trait Modifier: Send {
     fn rest_wanted(&self, _ctx: &DecisionContext<'_>) -> usize {
         usize::MAX
     }
+    /// Whether it acts when nobody waits ([`Policy::acts_without_queue`]). Default: `false`.
+    fn acts_without_queue(&self) -> bool {
+        false
+    }
     /// `rest` holds the pending jobs the pass did not place, in the ordering's order (for a
     /// blocking ordering, the blocked head first and everything behind it), at least the first
     /// [`Self::rest_wanted`] of them.
@@ -192,5 +196,9 @@ impl Policy for Composite {
             );
         }
         Ok(decision)
+    }
+
+    fn acts_without_queue(&self) -> bool {
+        self.modifiers.iter().any(|m| m.acts_without_queue())
     }
 }

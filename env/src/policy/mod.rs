@@ -97,4 +97,10 @@ pub trait Policy: Send {
     /// What to preempt and what to start now. Called after every batch of same-time events
     /// (and on the periodic tick) while jobs are pending.
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError>;
+    /// Whether it acts on running jobs when nobody waits (it resizes elastic jobs): the
+    /// simulator then also asks it, while elastic jobs run, after batches that leave the queue
+    /// empty. Default: `false`, asked only while jobs are pending.
+    fn acts_without_queue(&self) -> bool {
+        false
+    }
 }

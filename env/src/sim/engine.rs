@@ -193,6 +193,9 @@ pub struct Simulator<'t> {
     /// exactly to it.
     stop: Option<SimTime>,
     stopped: bool,
+    /// Whether [`Self::advance`] also stops while jobs run and none is pending: set by
+    /// [`Self::ask_without_queue`] for a policy that resizes elastic jobs.
+    ask_without_queue: bool,
 }
 
 impl std::fmt::Debug for Simulator<'_> {
@@ -319,14 +322,26 @@ impl<'t> Simulator<'t> {
             waste_gpu_milli_ms: 0.0,
             stop: None,
             stopped: false,
+            ask_without_queue: false,
             first_submit: first,
             r,
         })
     }
 
+    /// Whether to ask the policy also after batches that leave the queue empty while jobs run
+    /// (`on` and the trace has elastic jobs and a throughput table is in use); by default it
+    /// is asked only while jobs are pending. [`Self::run`] turns it on for a policy that
+    /// [`Policy::acts_without_queue`], so that it can grow elastic jobs into GPUs that free up
+    /// when nobody waits. Traces without elastic jobs run exactly as before.
+    pub fn ask_without_queue(&mut self, on: bool) {
+        self.ask_without_queue =
+            on && self.rates.is_some() && self.trace.jobs().iter().any(|j| j.elastic.is_some());
+    }
+
     /// Runs to the end with `policy`, calling `progress` every few thousand events.
     pub fn run(mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(Progress)) -> SimResult {
         let wall = Instant::now();
+        self.ask_without_queue(policy.acts_without_queue());
         let mut next_report = 0u64;
         while self.advance() {
             match policy.decide(&self.context()) {
@@ -371,7 +386,8 @@ impl<'t> Simulator<'t> {
         .with_throughputs(self.view.as_ref())
     }
 
-    /// Processes events until the policy should be asked (jobs pending after a batch): `true`.
+    /// Processes events until the policy should be asked (jobs pending after a batch, or jobs
+    /// running under [`Self::ask_without_queue`]): `true`.
     /// `false` when nothing is left to happen (all jobs done, or the rest can never start), or
     /// a fork has reached its end (`stopped`).
     pub fn advance(&mut self) -> bool {
@@ -383,7 +399,7 @@ impl<'t> Simulator<'t> {
             self.integrate_to(t);
             self.now = t;
             self.process_batch(t);
-            if !self.pending.is_empty() {
+            if !self.pending.is_empty() || (self.ask_without_queue && self.running > 0) {
                 return true;
             }
             self.sample_timeline();
@@ -437,11 +453,10 @@ impl<'t> Simulator<'t> {
             let arrival = self.trace.jobs().get(self.next_arrival).map(|j| j.submit);
             let event = self.heap.peek().map(|Reverse((t, _, e))| (*t, *e));
             // With nothing running and nothing left to arrive, no tick can change what the
-            // policy already saw: drop it (jobs still pending then stay unfinished).
-            if let Some((_, Event::Tick)) = event
-                && arrival.is_none()
-                && self.running == 0
-            {
+            // policy already saw, and every completion left is stale (superseded by a
+            // preemption or a resize): drop them, so that they neither extend the measured
+            // span nor count as events (jobs still pending then stay unfinished).
+            if event.is_some() && arrival.is_none() && self.running == 0 {
                 self.heap.pop();
                 continue;
             }

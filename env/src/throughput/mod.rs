@@ -2,7 +2,8 @@
 //! runs on each GPU model, GPU count and placement, and how fast two jobs run when they share one
 //! GPU. Owns the table ([`ThroughputTable`]), its file format ([`mod@file`], see
 //! `docs/heterogeneity.md`), the presets built from published measurements ([`gavel`], [`sia`])
-//! and the rules that give workload types to traces that lack them ([`assign`]).
+//! the rules that give workload types to traces that lack them ([`assign`]), and the rule that
+//! gives them elastic GPU ranges ([`ranges`]).
 //!
 //! Units. A table's rates are in whatever unit its source measured (Gavel: steps/s of the whole
 //! job; Sia: samples/s), consistent within one workload type; only ratios within a workload are
@@ -21,10 +22,12 @@
 pub mod assign;
 pub mod file;
 pub mod gavel;
+pub mod ranges;
 pub mod sia;
 
 pub use assign::{WorkloadAssignment, WorkloadRule, assign_workloads};
 pub use file::ThroughputError;
+pub use ranges::{ElasticAssignment, ElasticRule, assign_elastic};
 
 use crate::gpu::GpuModel;
 use crate::job::WorkloadType;

@@ -4,10 +4,11 @@
 //!   typed job when the pair's summed normalised rate (each job's pair rate over its rate
 //!   alone on that GPU) beats a threshold: Gavel's space-sharing criterion (OSDI'20, §3.1;
 //!   it reports a median of 1.37 on a V100).
-//! - `elastic`: Pollux/ElasticFlow in spirit: a blocked job is admitted by shrinking a running
-//!   elastic job toward its `min_gpus`; otherwise GPUs left idle go to the running elastic job
-//!   whose next size gives the best marginal speedup per extra GPU, when the extra GPUs are
-//!   used at least half as well as its current ones.
+//! - `elastic`: Pollux/ElasticFlow in spirit: a blocked elastic job starts at a smaller size
+//!   that fits now; else a blocked job is admitted by shrinking a running elastic job toward
+//!   its `min_gpus`. GPUs still idle then go to the running elastic job whose next size gives
+//!   the best marginal speedup per extra GPU, when the extra GPUs are used at least half as
+//!   well as its current ones.
 //!
 //! Both act in rounds, as Gavel, Pollux and Sia re-plan: at a decision point at least
 //! `round_s` after the last one where they acted (`round_s = 0`: at every decision point).
@@ -484,6 +485,10 @@ impl ElasticAlloc {
     pub const ADMIT_TRIES: usize = 4;
     /// Shrinks a decision tries (each a placement of a blocked job), in all.
     pub const SHRINK_TRIES: usize = 16;
+    /// Grows and moves a decision makes at most (each a resize of one job).
+    pub const GROWS: usize = 8;
+    /// The least speedup a move to another GPU model must bring (it pays a restart).
+    pub const MOVE_GAIN: f64 = 1.25;
 
     /// Reads rates from `table`; refused when `config` is not valid.
     pub fn new(
@@ -578,6 +583,35 @@ impl ElasticAlloc {
         })
     }
 
+    /// Reserves `extra` more tasks of running `job` on GPU model `model`, each on a node of
+    /// `tasks` (its current ones) or of the tasks placed so far where one fits (a grown job
+    /// stays as consolidated as it can), else by best fit on another node of that model; `None` when they do not all fit (the caller undoes the partial reservation).
+    fn place_extra(
+        planner: &mut Planner<'_>,
+        job: &JobSpec,
+        extra: u32,
+        tasks: &[TaskPlacement],
+        model: GpuModelId,
+    ) -> Option<Vec<TaskPlacement>> {
+        let mut one = job.clone();
+        one.tasks = 1;
+        let spec = planner.state().spec();
+        let mut mask = spec.job_mask(job);
+        mask.models &= 1u64.checked_shl(model.0).unwrap_or(0);
+        let mut out: Vec<TaskPlacement> = Vec::with_capacity(extra as usize);
+        for _ in 0..extra {
+            let state = planner.state();
+            let task = tasks
+                .iter()
+                .chain(&out)
+                .find_map(|t| state.fit_task_on(&job.task, mask, t.node, FitStrategy::BestFit))
+                .or_else(|| state.find_task_node(&job.task, mask, FitStrategy::BestFit))?;
+            planner.reserve(&one, std::slice::from_ref(&task)).ok()?;
+            out.push(task);
+        }
+        Some(out)
+    }
+
     /// The tasks running job `id` holds in the planner's state (empty if none).
     fn tasks_of(planner: &Planner<'_>, id: JobId) -> Vec<TaskPlacement> {
         planner
@@ -585,6 +619,48 @@ impl ElasticAlloc {
             .allocation(id)
             .map(|a| a.tasks.to_vec())
             .unwrap_or_default()
+    }
+
+    /// Starts blocked elastic typed jobs of `rest` (among its first [`Self::ADMIT_TRIES`]) at
+    /// the largest size below their trace size, down to `min_gpus`, that the placer fits now
+    /// and the table rates above 0 there: they start at once instead of waiting for their full
+    /// size (Pollux and ElasticFlow admit jobs at any size in range), and may grow later.
+    /// Returns whether it started any.
+    fn admit_smaller(
+        &self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        placer: &mut dyn Placer,
+        rest: &[JobId],
+        decision: &mut Decision,
+    ) -> bool {
+        let mut started = false;
+        for id in rest.iter().take(Self::ADMIT_TRIES) {
+            let job = ctx.job(*id);
+            let Some(range) = job.elastic else { continue };
+            if self.rates.workload(job).is_none() {
+                continue;
+            }
+            let g = job.task.gpus.max(1);
+            let least = (range.min_gpus / g).max(1);
+            for tasks in (least..job.tasks).rev() {
+                let mut smaller = job.clone();
+                smaller.tasks = tasks;
+                let mark = planner.mark();
+                if let Some(placed) = placer.place(planner, &smaller)
+                    && self.rate_on(planner.state().spec(), job, &placed) > 0.0
+                {
+                    decision.placements.push(Placement {
+                        job: *id,
+                        tasks: placed,
+                    });
+                    started = true;
+                    break;
+                }
+                planner.undo_to(mark);
+            }
+        }
+        started
     }
 
     /// Admits the first blocked job of `rest` (among its first [`Self::ADMIT_TRIES`]) that fits
@@ -671,24 +747,123 @@ impl ElasticAlloc {
         }
     }
 
+    /// Moves one running elastic job to GPUs of another model left idle where the table rates
+    /// it at least [`Self::MOVE_GAIN`] times faster, using each GPU at least as well as now
+    /// (Gavel and Sia give each job the GPU type it runs fastest on, round by round; a resize
+    /// is the restart such a move costs). The job with the largest gain moves, at the size
+    /// (in its range) the table rates fastest there. Returns whether it moved one.
+    fn migrate(
+        &self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        decision: &mut Decision,
+    ) -> bool {
+        let state = planner.state();
+        let spec = state.spec();
+        let mut idle_by_model = vec![0u64; spec.models.len()];
+        let mut model_node: Vec<Option<NodeId>> = vec![None; spec.models.len()];
+        for (n, node) in spec.nodes.iter().enumerate() {
+            if let Some(m) = node.gpu_model {
+                idle_by_model[m.index()] += u64::from(state.free_whole_gpus(NodeId(n as u32)));
+                model_node[m.index()].get_or_insert(NodeId(n as u32));
+            }
+        }
+        // (gain, job, GPU model, size)
+        let mut moves: Vec<(f64, JobId, GpuModelId, u32)> = Vec::new();
+        for (id, _, model) in Self::elastic_running(ctx, planner, decision) {
+            let job = ctx.job(id);
+            let (Some(range), Some(model)) = (job.elastic, model) else {
+                continue;
+            };
+            let state = planner.state();
+            let Some(tasks) = state.allocation(id).map(|a| &a.tasks[..]) else {
+                continue;
+            };
+            let now = self.rate_on(spec, job, tasks);
+            let gpus_now = tasks.len() as u32 * job.task.gpus;
+            if now <= 0.0 {
+                continue;
+            }
+            let mask = spec.job_mask(job);
+            let g = job.task.gpus;
+            let mut best: Option<(f64, GpuModelId, u32)> = None;
+            for (m, idle) in idle_by_model.iter().enumerate() {
+                let other = GpuModelId(m as u32);
+                let Some(node) = model_node[m] else { continue };
+                if other == model || *idle == 0 || !mask.allows_model(other) {
+                    continue;
+                }
+                for k in (range.min_gpus / g).max(1)..=range.max_gpus / g {
+                    let n = k * g;
+                    if u64::from(n) > *idle {
+                        break;
+                    }
+                    let rate = self
+                        .rates
+                        .alone(spec, job, node, n, Consolidation::Consolidated);
+                    let per_gpu_ok = rate / f64::from(n) >= now / f64::from(gpus_now);
+                    if rate >= now * Self::MOVE_GAIN
+                        && per_gpu_ok
+                        && best.is_none_or(|b| rate / now > b.0)
+                    {
+                        best = Some((rate / now, other, n));
+                    }
+                }
+            }
+            if let Some((gain, m, n)) = best {
+                moves.push((gain, id, m, n));
+            }
+        }
+        moves.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, id, model, n) in moves.into_iter().take(Self::ADMIT_TRIES) {
+            let job = ctx.job(id);
+            let now = self.rate_on(planner.state().spec(), job, &Self::tasks_of(planner, id));
+            let mark = planner.mark();
+            planner.free_running(id);
+            if let Some(tasks) = Self::place_extra(planner, job, n / job.task.gpus, &[], model)
+                && self.rate_on(planner.state().spec(), job, &tasks) >= now * Self::MOVE_GAIN
+            {
+                decision.resizes.retain(|p| p.job != id);
+                decision.resizes.push(Placement { job: id, tasks });
+                return true;
+            }
+            planner.undo_to(mark);
+        }
+        false
+    }
+
     /// Gives idle GPUs to the running elastic job with the best marginal efficiency at its
     /// next size the table has (one grow a decision). Jobs are ranked by the efficiency their
     /// next size would have consolidated (a table lookup); only the best
     /// [`Self::ADMIT_TRIES`] are placed and scored where the GPUs actually are.
-    fn grow(&self, ctx: &DecisionContext<'_>, planner: &mut Planner<'_>, decision: &mut Decision) {
+    /// Returns whether it grew a job.
+    fn grow(
+        &self,
+        ctx: &DecisionContext<'_>,
+        planner: &mut Planner<'_>,
+        decision: &mut Decision,
+    ) -> bool {
         let state = planner.state();
         let spec = state.spec();
-        let idle: u64 = (0..spec.nodes.len())
-            .map(|n| u64::from(state.free_whole_gpus(NodeId(n as u32))))
-            .sum();
-        if idle == 0 {
-            return;
+        // Whole GPUs idle per GPU model: a job grows within its model.
+        let mut idle_by_model = vec![0u64; spec.models.len()];
+        for (n, node) in spec.nodes.iter().enumerate() {
+            if let Some(m) = node.gpu_model {
+                idle_by_model[m.index()] += u64::from(state.free_whole_gpus(NodeId(n as u32)));
+            }
         }
-        // (estimated efficiency, job, GPUs now, its rate now, next size)
+        if idle_by_model.iter().all(|i| *i == 0) {
+            return false;
+        }
+        // (estimated efficiency of the largest size, job, GPUs now, its rate now, the sizes)
         let mut ranked = Vec::new();
-        for (id, _, _) in Self::elastic_running(ctx, planner, decision) {
+        for (id, _, model) in Self::elastic_running(ctx, planner, decision) {
             let job = ctx.job(id);
             let Some(range) = job.elastic else { continue };
+            let idle = model.map_or(0, |m| idle_by_model[m.index()]);
+            if idle == 0 {
+                continue;
+            }
             let state = planner.state();
             let Some(tasks) = state.allocation(id).map(|a| &a.tasks[..]) else {
                 continue;
@@ -697,52 +872,69 @@ impl ElasticAlloc {
             let now = self.rate_on(spec, job, tasks);
             let g = job.task.gpus;
             let gpus_now = tasks.len() as u32 * g;
-            // The next size up that the table rates above 0 alone on this model, within the
-            // GPUs left idle.
-            let next = (gpus_now / g + 1..=range.max_gpus / g)
+            // The largest size up, within the GPUs left idle, that the table rates alone on
+            // this model (consolidated) at a marginal efficiency of at least the knob.
+            // Every such size, largest first: where the GPUs are may spread the job, so the
+            // placement below tries them in turn.
+            let mut sizes: Vec<(u32, f64)> = (gpus_now / g + 1..=range.max_gpus / g)
                 .map(|k| k * g)
                 .take_while(|n| u64::from(n - gpus_now) <= idle)
-                .map(|n| {
+                .filter_map(|n| {
                     let rate =
                         self.rates
                             .alone(spec, job, tasks[0].node, n, Consolidation::Consolidated);
-                    (n, rate)
+                    let estimate = marginal_efficiency(now, gpus_now, rate, n);
+                    (rate > 0.0 && estimate >= self.min_efficiency).then_some((n, estimate))
                 })
-                .find(|(_, rate)| *rate > 0.0);
-            let Some((next, rate)) = next else { continue };
-            let estimate = marginal_efficiency(now, gpus_now, rate, next);
-            if estimate >= self.min_efficiency {
-                ranked.push((estimate, id, gpus_now, now, next));
+                .collect();
+            sizes.reverse();
+            if let Some((_, estimate)) = sizes.first() {
+                let sizes: Vec<u32> = sizes.iter().map(|(n, _)| *n).collect();
+                ranked.push((*estimate, id, gpus_now, now, sizes));
             }
         }
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut best: Option<(f64, JobId, Vec<TaskPlacement>)> = None;
-        for (_, id, gpus_now, now, next) in ranked.into_iter().take(Self::ADMIT_TRIES) {
+        for (_, id, gpus_now, now, sizes) in ranked.into_iter().take(Self::ADMIT_TRIES) {
             let job = ctx.job(id);
             let tasks = Self::tasks_of(planner, id);
-            let mut extra = job.clone();
-            extra.tasks = (next - gpus_now) / job.task.gpus;
-            let mark = planner.mark();
-            if let Some(more) = planner.place(&extra, FitStrategy::BestFit) {
-                let all: Vec<TaskPlacement> = tasks.into_iter().chain(more).collect();
-                let speed = self.rate_on(planner.state().spec(), job, &all);
-                let eff = marginal_efficiency(now, gpus_now, speed, next);
-                if eff >= self.min_efficiency && best.as_ref().is_none_or(|b| eff > b.0) {
-                    best = Some((eff, id, all));
+            let model = tasks
+                .first()
+                .and_then(|t| planner.state().spec().node(t.node).gpu_model);
+            for next in sizes {
+                let extra = (next - gpus_now) / job.task.gpus;
+                let mark = planner.mark();
+                let placed = model
+                    .and_then(|m| Self::place_extra(planner, job, extra, &tasks, m))
+                    .map(|more| {
+                        let all: Vec<TaskPlacement> = tasks.iter().cloned().chain(more).collect();
+                        let speed = self.rate_on(planner.state().spec(), job, &all);
+                        (marginal_efficiency(now, gpus_now, speed, next), all)
+                    });
+                planner.undo_to(mark);
+                if let Some((eff, all)) = placed
+                    && eff >= self.min_efficiency
+                {
+                    if best.as_ref().is_none_or(|b| eff > b.0) {
+                        best = Some((eff, id, all));
+                    }
+                    break;
                 }
             }
-            planner.undo_to(mark);
         }
         if let Some((_, id, tasks)) = best {
             // The planner sees the grown job's tasks, for any modifier after this one.
             let mark = planner.mark();
             planner.free_running(id);
             if planner.reserve(ctx.job(id), &tasks).is_ok() {
+                // A job grown twice in one decision is resized once, to its last size.
+                decision.resizes.retain(|p| p.job != id);
                 decision.resizes.push(Placement { job: id, tasks });
-            } else {
-                planner.undo_to(mark);
+                return true;
             }
+            planner.undo_to(mark);
         }
+        false
     }
 }
 
@@ -762,6 +954,10 @@ impl Modifier for ElasticAlloc {
         "elastic"
     }
 
+    fn acts_without_queue(&self) -> bool {
+        true
+    }
+
     fn rest_wanted(&self, ctx: &DecisionContext<'_>) -> usize {
         if self.rounds.is_due(ctx.now()) {
             Self::ADMIT_TRIES
@@ -778,15 +974,22 @@ impl Modifier for ElasticAlloc {
         rest: &[JobId],
         decision: &mut Decision,
     ) {
-        if !self.rounds.due(ctx.now()) {
+        // Nobody waiting: idle GPUs go to elastic jobs at once (this is asked only when jobs
+        // end, or ticks, so it cannot churn). Someone waiting: act once a round.
+        if !rest.is_empty() && !self.rounds.due(ctx.now()) {
             return;
         }
         self.rates.sync(planner.state().spec());
-        // Nobody waits: idle GPUs go to elastic jobs. Someone waits: make room for them.
-        if rest.is_empty() {
-            self.grow(ctx, planner, decision);
-        } else {
+        // Someone waits: start blocked elastic jobs smaller, else make room by a shrink. Then
+        // GPUs still idle (nobody waiting can use them) go to running elastic jobs; a later
+        // round shrinks one again when that admits someone.
+        if !rest.is_empty() && !self.admit_smaller(ctx, planner, placer, rest, decision) {
             self.shrink_to_admit(ctx, planner, placer, rest, decision);
+        }
+        for _ in 0..Self::GROWS {
+            if !self.migrate(ctx, planner, decision) && !self.grow(ctx, planner, decision) {
+                break;
+            }
         }
     }
 }

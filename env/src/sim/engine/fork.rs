@@ -144,6 +144,7 @@ impl Simulator<'_> {
             waste_gpu_milli_ms: self.waste_gpu_milli_ms,
             stop: horizon.map(|h| now.saturating_add(h)),
             stopped: false,
+            ask_without_queue: self.ask_without_queue,
         })
     }
 
