@@ -771,3 +771,58 @@ fn throughputs_and_workload_rules_are_named_and_a_missing_gpu_is_refused() {
     ]);
     assert_mentions(&err, &["--assign-workloads nope", "gavel or sia"]);
 }
+
+#[test]
+fn pollux_elastic_ranges_are_named_resized_and_need_a_table() {
+    // Typed by Gavel's rule, then elastic by Pollux's: the trace's name says both, and the
+    // elastic heuristic resizes jobs.
+    let elastic = simulate(
+        "traces/openb/openb_pod_excerpt.csv",
+        "4x8:V100+4x8:K80",
+        &[
+            "--throughputs",
+            "gavel",
+            "--assign-workloads",
+            "gavel:7",
+            "--assign-elastic",
+            "pollux",
+            "--policy",
+            "fifo/fastest/elastic",
+        ],
+    );
+    assert_eq!(
+        elastic["trace"],
+        "traces/openb/openb_pod_excerpt.csv (workloads gavel (seed 7)) (elastic pollux)"
+    );
+    assert_eq!(count(&elastic, "finished"), count(&elastic, "jobs"));
+    assert!(count(&elastic, "resizes") > 0, "{elastic:#}");
+    let base = [
+        "simulate",
+        "--trace",
+        "traces/openb/openb_pod_excerpt.csv",
+        "--cluster",
+        "4x8:V100",
+    ];
+    let err = fails(&[&base[..], &["--assign-elastic", "pollux"]].concat());
+    assert_mentions(&err, &["--assign-elastic pollux needs --throughputs"]);
+    let err = fails(
+        &[
+            &base[..],
+            &["--throughputs", "gavel", "--assign-elastic", "sia"],
+        ]
+        .concat(),
+    );
+    assert_mentions(&err, &["--assign-elastic sia", "expected pollux"]);
+    // Untyped jobs cannot be made elastic: refused rather than silently rigid.
+    let err = fails(
+        &[
+            &base[..],
+            &["--throughputs", "gavel", "--assign-elastic", "pollux"],
+        ]
+        .concat(),
+    );
+    assert_mentions(
+        &err,
+        &["no job of", "could be made elastic", "--assign-workloads"],
+    );
+}

@@ -27,7 +27,8 @@ pub fn build(name: &str, options: &PolicyOptions) -> Result<Box<dyn Policy>, Pol
 
 /// The decision tick `name` needs when none is given, seconds (0 = none): 10 minutes for
 /// `las-preempt` and `gittins-preempt` (service grows between events), the tick a learned
-/// policy was trained with.
+/// policy was trained with, else `elastic`'s default round (60 s: its rounds come due only
+/// when it is asked).
 pub fn wants_tick_s(name: &str) -> f64 {
     match Deciding::parse(name).map(|(_, path)| path) {
         Some(path) => {
@@ -38,6 +39,9 @@ pub fn wants_tick_s(name: &str) -> f64 {
             .any(|part| part == "las-preempt" || part == "gittins-preempt") =>
         {
             600.0
+        }
+        None if name.split('/').any(|part| part == "elastic") => {
+            lachesis_env::policy::DEFAULT_ROUND_S
         }
         None => 0.0,
     }

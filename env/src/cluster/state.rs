@@ -9,7 +9,7 @@ use super::feasibility::{FitStrategy, Infeasible};
 use super::index::{FreeIndex, Need, NodeKey};
 use super::{ClusterSpec, NodeMask};
 use crate::job::{JobSpec, TaskRequest};
-use crate::units::{GPU_MILLI, JobId, NodeId};
+use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -217,6 +217,21 @@ impl ClusterState {
     /// Running jobs in id order.
     pub fn running(&self) -> impl ExactSizeIterator<Item = &Allocation> {
         self.running.values()
+    }
+    /// Running jobs with ids from `from` on, in id order.
+    pub fn running_from(&self, from: JobId) -> impl Iterator<Item = &Allocation> {
+        self.running.range(from..).map(|(_, a)| a)
+    }
+    /// Running jobs with ids below `to`, in id order.
+    pub fn running_before(&self, to: JobId) -> impl Iterator<Item = &Allocation> {
+        self.running.range(..to).map(|(_, a)| a)
+    }
+    /// Allocated milli-GPU on the nodes of GPU model `model`.
+    pub fn allocated_gpu_milli_of(&self, model: GpuModelId) -> u64 {
+        self.allocated_by_model
+            .get(model.index())
+            .copied()
+            .unwrap_or(0)
     }
     pub fn allocation(&self, job: JobId) -> Option<&Allocation> {
         self.running.get(&job)

@@ -200,8 +200,9 @@ const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
     ),
     (
         "elastic",
-        "Pollux/ElasticFlow-like: shrink a running elastic job to min_gpus to admit a blocked \
-         job, else grow the one with the best marginal speedup per extra GPU (needs a table)",
+        "Pollux/Sia-like: start blocked elastic jobs smaller or shrink a running one to admit \
+         them; give idle GPUs to elastic jobs: move to a GPU model 1.25x faster, else grow \
+         by marginal speedup per extra GPU (needs a table)",
         |o| {
             Ok(Box::new(ElasticAlloc::new(
                 table_for(o, "elastic")?,

@@ -453,10 +453,15 @@ impl<'t> Simulator<'t> {
             let arrival = self.trace.jobs().get(self.next_arrival).map(|j| j.submit);
             let event = self.heap.peek().map(|Reverse((t, _, e))| (*t, *e));
             // With nothing running and nothing left to arrive, no tick can change what the
-            // policy already saw, and every completion left is stale (superseded by a
-            // preemption or a resize): drop them, so that they neither extend the measured
-            // span nor count as events (jobs still pending then stay unfinished).
-            if event.is_some() && arrival.is_none() && self.running == 0 {
+            // policy already saw: drop it (jobs still pending then stay unfinished). Every
+            // completion left then is stale (superseded by a preemption or a resize); with
+            // nothing pending either it can wake nobody: drop it too, so that it does not
+            // stretch the measured span.
+            if let Some((_, e)) = event
+                && arrival.is_none()
+                && self.running == 0
+                && (matches!(e, Event::Tick) || self.pending.is_empty())
+            {
                 self.heap.pop();
                 continue;
             }

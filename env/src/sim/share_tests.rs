@@ -455,7 +455,8 @@ fn elastic_grows_into_idle_gpus_and_shrinks_to_admit() {
         105_000 + (900_000.0 / speed).ceil() as u64
     );
     // E holds all 8 GPUs (elastic 2..8); y (1 GPU) arrives at 100 s and is blocked: E
-    // shrinks to 2 GPUs (its first two) and y starts at once.
+    // shrinks to 2 GPUs (its first two) and y starts at once. When y ends at 110 s nobody
+    // waits, and E grows back to 8: two resizes.
     let t = trace(vec![
         (elastic("E", 0, 8, RESNET18, 2, 8), 1000),
         (typed("y", 100, 1, LM), 10),
@@ -466,8 +467,106 @@ fn elastic_grows_into_idle_gpus_and_shrinks_to_admit() {
         &gavel(),
         with_table("fifo/first-fit/elastic").as_mut(),
     );
-    assert_eq!((r.summary.resizes, r.summary.rejected_decisions), (1, 0));
+    assert_eq!((r.summary.resizes, r.summary.rejected_decisions), (2, 0));
     assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(100)));
+    assert_eq!(finish_ms(&r, 1), 110_000);
+    // 100 s at 8 GPUs, 10 s at 2 (after a 5 s restart), the rest at 8 after another.
+    let w = load_table("gavel").unwrap();
+    let rw = w.workload(RESNET18).unwrap();
+    let v100 = w.gpu("V100").unwrap();
+    let s2 = w
+        .speed(rw, v100, 2, Consolidation::Consolidated, 8)
+        .unwrap();
+    let left = 900_000.0 - 5_000.0 * s2;
+    let fin = finish_ms(&r, 0) as f64;
+    assert!((fin - (115_000.0 + left)).abs() <= 2.0, "E ends at {fin}");
+}
+
+#[test]
+fn elastic_starts_smaller_and_grows_when_a_job_ends_with_nobody_waiting() {
+    // One 8-V100 node. A (rigid, ResNet-18 bs 16 on 4 GPUs) runs from 0 to 200 s. E (the same
+    // model, trace size 8, elastic 1..8) arrives at 60 s, when `elastic`'s next round is due,
+    // with 4 GPUs free: it starts E at 4 at once, where the rigid policy waits for A. When A
+    // ends nobody waits, but the simulator still asks a policy that acts without a queue: E
+    // grows to 8 at 200 s, keeps its work and pays the 5 s restart.
+    let table = load_table("gavel").unwrap();
+    let w = table.workload(RESNET18).unwrap();
+    let v100 = table.gpu("V100").unwrap();
+    let s4 = table
+        .speed(w, v100, 4, Consolidation::Consolidated, 8)
+        .unwrap();
+    let t = trace(vec![
+        (typed("A", 0, 4, RESNET18), 200),
+        (elastic("E", 60, 8, RESNET18, 1, 8), 1000),
+    ]);
+    let r = run_with(
+        &t,
+        "1x8:V100",
+        &gavel(),
+        with_table("fifo/first-fit/elastic").as_mut(),
+    );
+    assert_eq!((r.summary.resizes, r.summary.rejected_decisions), (1, 0));
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(60)));
+    let fin = finish_ms(&r, 1) as f64;
+    let expect = 205_000.0 + (1000.0 - 140.0 * s4) * 1000.0;
+    assert!(
+        (fin - expect).abs() <= 2.0,
+        "E ends at {fin} ms, expected {expect}"
+    );
+    // The 4-GPU run's superseded completion (at 60 + 1000 / s4 s) is not an event: the
+    // measured span ends with E, so the allocation rate is A's 4 GPUs to 200 s, E's 4 from
+    // 60 s and its 8 from 200 s, over 8 GPUs to E's end.
+    assert!(60_000.0 + 1_000_000.0 / s4 > fin);
+    let alloc = 4.0 * 200_000.0 + 4.0 * 140_000.0 + 8.0 * (fin - 200_000.0);
+    let rate = alloc / (8.0 * fin);
+    assert!(
+        (r.summary.gpu_alloc_rate - rate).abs() < 1e-9,
+        "{} vs {rate}",
+        r.summary.gpu_alloc_rate
+    );
+    // Rigid, E waits for A and runs 1000 s at its trace size.
+    let rigid = run_with(
+        &t,
+        "1x8:V100",
+        &gavel(),
+        with_table("fifo/first-fit").as_mut(),
+    );
+    assert_eq!(finish_ms(&rigid, 1), 1_200_000);
+}
+
+#[test]
+fn elastic_moves_a_job_to_a_faster_gpu_model_left_idle() {
+    // Four K80s and four V100s. B (rigid, 4 GPUs, V100 only) holds the V100s until 100 s; E
+    // (ResNet-18 bs 16, 4 GPUs, elastic 1..4) arrives at 1 s and can only take the K80s. When
+    // B ends nobody waits, and the table rates E far faster on V100s: E moves there (one
+    // resize) and ends long before it would on the K80s.
+    let table = load_table("gavel").unwrap();
+    let w = table.workload(RESNET18).unwrap();
+    let (k80, v100) = (table.gpu("K80").unwrap(), table.gpu("V100").unwrap());
+    let rate = |gpu, n| table.rate(w, gpu, n, Consolidation::Consolidated).unwrap();
+    assert!(rate(v100, 4) >= 1.25 * rate(k80, 4));
+    let mut b = typed("B", 0, 4, RESNET18);
+    b.gpu_types = vec!["V100".into()];
+    let t = trace(vec![(b, 100), (elastic("E", 1, 4, RESNET18, 1, 4), 1000)]);
+    let cluster = "1x4:K80+1x4:V100";
+    let r = run_with(
+        &t,
+        cluster,
+        &gavel(),
+        with_table("fifo/fastest/elastic").as_mut(),
+    );
+    assert_eq!((r.summary.resizes, r.summary.rejected_decisions), (1, 0));
+    assert!(r.jobs[1].nodes.starts_with("v100"), "{}", r.jobs[1].nodes);
+    let rigid = run_with(&t, cluster, &gavel(), with_table("fifo/fastest").as_mut());
+    assert!(
+        rigid.jobs[1].nodes.starts_with("k80"),
+        "{}",
+        rigid.jobs[1].nodes
+    );
+    assert!(finish_ms(&r, 1) < finish_ms(&rigid, 1));
+    // On the K80s E would end at 1 s + its work at the K80 speed; it moved at 100 s.
+    let on_k80 = 1_000.0 + 1_000_000.0 * rate(v100, 4) / rate(k80, 4);
+    assert!((finish_ms(&rigid, 1) as f64 - on_k80).abs() <= 1.0);
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //!   max_batch_size // min_local_bsz)`, with one replica per GPU, and sets ncf's to 1
 //!   (`simulator/simulator.py`, `get_pollux_job_info`, petuum/adaptdl `osdi21-artifact`).
 //!   Here a typed job whose tasks take whole GPUs becomes one 1-GPU task per GPU of its trace
-//!   size (CPU and memory split evenly, rounded up) with the range `1..=M`: `M` is the largest
+//!   size (CPU and memory split evenly, rounded up), preemptible (a resize is a checkpoint and
+//!   restart; Pollux's jobs are all `preemptible=True`), with the range `1..=M`: `M` is the largest
 //!   GPU count, at most 64, at which the table rates the workload above 0 on its reference GPU.
 //!   The table plays the part of Pollux's batch-size limit, the sizes its workload was measured
 //!   at. The lower bound is 1 rather than 0: taking every GPU away is a preemption, which
@@ -138,6 +139,8 @@ fn elastic_shape(job: &JobSpec, table: &ThroughputTable, rule: ElasticRule) -> O
         min_gpus: 1,
         max_gpus: max,
     });
+    // A resize is a checkpoint and restart: Pollux's jobs are all `preemptible=True`.
+    out.preemptible = true;
     Some(out)
 }
 
@@ -234,8 +237,13 @@ mod tests {
         let table = load_table("gavel").unwrap();
         let resnet = "ResNet-50 (batch size 64)";
         let jobs = vec![
-            // 2 tasks of 2 GPUs: 4 tasks of 1 GPU, CPU and memory split evenly.
-            typed("gang", 2, TaskRequest::whole(2, 3_000, 1_001), resnet),
+            // 2 tasks of 2 GPUs, not preemptible: 4 preemptible tasks of 1 GPU, CPU and
+            // memory split evenly.
+            {
+                let mut j = typed("gang", 2, TaskRequest::whole(2, 3_000, 1_001), resnet);
+                j.preemptible = false;
+                j
+            },
             // A 1-GPU job of a distributed template may grow.
             typed("one", 1, TaskRequest::whole(1, 1_000, 100), resnet),
             // Non-distributed template: rigid.
@@ -267,7 +275,8 @@ mod tests {
                 j
             },
         ];
-        let (out, account) = assign_elastic(&trace(jobs.clone()), &table, ElasticRule::Pollux);
+        let input = trace(jobs.clone());
+        let (out, account) = assign_elastic(&input, &table, ElasticRule::Pollux);
         let gang = &out.jobs()[0];
         assert_eq!(gang.tasks, 4);
         assert_eq!(gang.task, TaskRequest::whole(1, 1_500, 501));
@@ -279,11 +288,12 @@ mod tests {
             })
         );
         assert_eq!(gang.gpus_total(), jobs[0].gpus_total());
+        assert!(gang.preemptible);
         assert_eq!(out.jobs()[1].elastic.map(|e| e.max_gpus), Some(8));
         for (i, j) in out.jobs().iter().enumerate().skip(2) {
-            assert_eq!(j, &jobs[i], "job {} must stay as it was", j.name);
+            assert_eq!(j, &input.jobs()[i], "job {} must stay as it was", j.name);
         }
-        assert_eq!(out.true_durations(), trace(jobs).true_durations());
+        assert_eq!(out.true_durations(), input.true_durations());
         assert_eq!(account.made_elastic, 2);
         assert_eq!(account.rigid, 3);
         assert_eq!(account.kept, 0);
@@ -295,9 +305,9 @@ mod tests {
     fn jobs_already_elastic_or_above_the_table_are_kept() {
         let mut b = TableBuilder::new("t", "V100").unwrap();
         let w = WorkloadType::new("w").unwrap();
-        // Rated at 1 and 2 GPUs; 4 GPUs rated 0 does not count.
-        for (gpus, rate) in [(1, 1.0), (2, 1.8), (4, 0.0)] {
-            b.single(&w, "V100", gpus, Consolidation::Consolidated, rate, 0)
+        // Rated at 1 and 2 reference GPUs; a 4-GPU rate on another GPU model does not count.
+        for (gpu, gpus, rate) in [("V100", 1, 1.0), ("V100", 2, 1.8), ("T4", 4, 1.5)] {
+            b.single(&w, gpu, gpus, Consolidation::Consolidated, rate, 0)
                 .unwrap();
         }
         let table = b.finish().unwrap();
@@ -308,13 +318,10 @@ mod tests {
         });
         let big = typed("big", 1, TaskRequest::whole(4, 0, 0), "w");
         let small = typed("small", 1, TaskRequest::whole(1, 0, 0), "w");
-        let (out, account) = assign_elastic(
-            &trace(vec![already.clone(), big.clone(), small]),
-            &table,
-            ElasticRule::Pollux,
-        );
-        assert_eq!(out.jobs()[0], already);
-        assert_eq!(out.jobs()[1], big);
+        let input = trace(vec![already, big, small]);
+        let (out, account) = assign_elastic(&input, &table, ElasticRule::Pollux);
+        assert_eq!(out.jobs()[0], input.jobs()[0]);
+        assert_eq!(out.jobs()[1], input.jobs()[1]);
         assert_eq!(out.jobs()[2].elastic.map(|e| e.max_gpus), Some(2));
         assert_eq!(
             (account.kept, account.rigid, account.made_elastic),

@@ -4,11 +4,12 @@
 //!   typed job when the pair's summed normalised rate (each job's pair rate over its rate
 //!   alone on that GPU) beats a threshold: Gavel's space-sharing criterion (OSDI'20, §3.1;
 //!   it reports a median of 1.37 on a V100).
-//! - `elastic`: Pollux/ElasticFlow in spirit: a blocked elastic job starts at a smaller size
-//!   that fits now; else a blocked job is admitted by shrinking a running elastic job toward
-//!   its `min_gpus`. GPUs still idle then go to the running elastic job whose next size gives
-//!   the best marginal speedup per extra GPU, when the extra GPUs are used at least half as
-//!   well as its current ones.
+//! - `elastic`: Pollux/ElasticFlow/Sia in spirit: a blocked elastic job starts at a smaller
+//!   size that fits now; else a blocked job is admitted by shrinking a running elastic job
+//!   toward its `min_gpus`. While GPUs are idle, a running elastic job moves to another GPU
+//!   model the table rates at least 1.25x faster (Gavel and Sia give each job its best GPU
+//!   type), else grows where the extra GPUs are used at least half as well as its current
+//!   ones. It also acts when nobody waits ([`Modifier::acts_without_queue`]).
 //!
 //! Both act in rounds, as Gavel, Pollux and Sia re-plan: at a decision point at least
 //! `round_s` after the last one where they acted (`round_s = 0`: at every decision point).
@@ -185,6 +186,12 @@ struct TableRates {
     workloads: HashMap<String, WorkloadId, FixedState>,
     /// Per cluster GPU model: the most GPUs one node of it has ([`gpus_per_model`]).
     per_node: Vec<u32>,
+    /// Per cluster GPU model: its GPUs in milli-GPU.
+    capacity_milli: Vec<u64>,
+    /// The address and node count of the cluster last synced (with `models`, what tells a
+    /// new cluster).
+    spec_at: usize,
+    nodes: usize,
     /// Rates alone looked up so far, by (workload, cluster GPU model, GPUs, placement).
     memo: RefCell<HashMap<RateKey, f64, FixedState>>,
 }
@@ -202,6 +209,9 @@ impl TableRates {
             gpus: Vec::new(),
             workloads,
             per_node: Vec::new(),
+            capacity_milli: Vec::new(),
+            spec_at: 0,
+            nodes: 0,
             memo: RefCell::default(),
         }
     }
@@ -216,24 +226,37 @@ impl TableRates {
     }
 
     /// Resolves `spec`'s GPU models against the table, when they differ from the last ones.
-    fn sync(&mut self, spec: &ClusterSpec) {
-        if self.models.len() == spec.models.len()
+    /// Returns whether anything changed.
+    fn sync(&mut self, spec: &ClusterSpec) -> bool {
+        let at = std::ptr::from_ref(spec) as usize;
+        if self.spec_at == at
+            && self.nodes == spec.nodes.len()
+            && self.models.len() == spec.models.len()
             && self
                 .models
                 .iter()
                 .zip(&spec.models)
                 .all(|(a, b)| *a == b.name)
         {
-            return;
+            return false;
         }
+        self.spec_at = at;
+        self.nodes = spec.nodes.len();
         self.models = spec.models.iter().map(|m| m.name.clone()).collect();
         self.per_node = gpus_per_model(spec);
+        self.capacity_milli = vec![0; spec.models.len()];
+        for n in &spec.nodes {
+            if let Some(m) = n.gpu_model {
+                self.capacity_milli[m.index()] += u64::from(n.gpus) * u64::from(GPU_MILLI);
+            }
+        }
         self.memo.get_mut().clear();
         self.gpus = spec
             .models
             .iter()
             .map(|m| self.table.gpu(&m.name).ok())
             .collect();
+        true
     }
 
     /// The table entry of `node`'s GPU model (after [`Self::sync`] with its cluster).
@@ -252,20 +275,31 @@ impl TableRates {
         gpus: u32,
         placement: Consolidation,
     ) -> f64 {
-        let rate = || {
-            let w = self.workload(job)?;
-            let model = spec.node(node).gpu_model?;
-            let key = (w, model.0, gpus, placement);
-            if let Some(r) = self.memo.borrow().get(&key) {
-                return Some(*r);
-            }
-            let gpu = self.gpus.get(model.index()).copied().flatten();
-            let r = gpu.and_then(|g| self.table.rate(w, g, gpus, placement).ok());
-            let r = r.unwrap_or(0.0);
-            self.memo.borrow_mut().insert(key, r);
-            Some(r)
+        let (Some(w), Some(model)) = (self.workload(job), spec.node(node).gpu_model) else {
+            return 0.0;
         };
-        rate().unwrap_or(0.0)
+        self.alone_id(w, model, gpus, placement)
+    }
+
+    /// The rate of workload `w` alone on `gpus` GPUs of cluster GPU model `model` placed as
+    /// `placement`; 0 when the table lacks it.
+    fn alone_id(
+        &self,
+        w: WorkloadId,
+        model: GpuModelId,
+        gpus: u32,
+        placement: Consolidation,
+    ) -> f64 {
+        let key = (w, model.0, gpus, placement);
+        if let Some(r) = self.memo.borrow().get(&key) {
+            return *r;
+        }
+        let gpu = self.gpus.get(model.index()).copied().flatten();
+        let r = gpu
+            .and_then(|g| self.table.rate(w, g, gpus, placement).ok())
+            .unwrap_or(0.0);
+        self.memo.borrow_mut().insert(key, r);
+        r
     }
 
     /// The pair rates of `a` and `b` sharing one GPU of `node`'s model.
@@ -477,6 +511,23 @@ pub struct ElasticAlloc {
     /// The least `marginal_efficiency` worth a grow (and its restart).
     min_efficiency: f64,
     rounds: Rounds,
+    /// Candidate moves and grows by job shape ([`Self::candidates`]).
+    cache: RefCell<HashMap<CandidateKey, Arc<Candidates>, FixedState>>,
+    /// Where the next round's scan of running jobs starts ([`Self::use_idle`]).
+    cursor: JobId,
+}
+
+/// An elastic job's shape: workload, GPU model (its number), GPUs now, GPUs a task,
+/// `min_gpus`, `max_gpus`.
+type CandidateKey = (WorkloadId, u32, u32, u32, u32, u32);
+
+/// What an elastic job of one shape may do with idle GPUs, from the table alone.
+#[derive(Debug, Default)]
+struct Candidates {
+    /// (gain, GPU model, size), largest gain first.
+    moves: Vec<(f64, GpuModelId, u32)>,
+    /// (size, estimated marginal efficiency), largest size first.
+    grows: Vec<(u32, f64)>,
 }
 
 impl ElasticAlloc {
@@ -487,6 +538,8 @@ impl ElasticAlloc {
     pub const SHRINK_TRIES: usize = 16;
     /// Grows and moves a decision makes at most (each a resize of one job).
     pub const GROWS: usize = 8;
+    /// Running elastic jobs a round looks at for moves and grows.
+    pub const SCAN: usize = 128;
     /// The least speedup a move to another GPU model must bring (it pays a restart).
     pub const MOVE_GAIN: f64 = 1.25;
 
@@ -498,6 +551,8 @@ impl ElasticAlloc {
         config.validate()?;
         Ok(ElasticAlloc {
             rates: TableRates::new(table),
+            cache: RefCell::default(),
+            cursor: JobId(0),
             min_efficiency: config.min_efficiency,
             rounds: Rounds {
                 every: round(config.round_s, "elastic")?,
@@ -747,194 +802,205 @@ impl ElasticAlloc {
         }
     }
 
-    /// Moves one running elastic job to GPUs of another model left idle where the table rates
-    /// it at least [`Self::MOVE_GAIN`] times faster, using each GPU at least as well as now
-    /// (Gavel and Sia give each job the GPU type it runs fastest on, round by round; a resize
-    /// is the restart such a move costs). The job with the largest gain moves, at the size
-    /// (in its range) the table rates fastest there. Returns whether it moved one.
-    fn migrate(
-        &self,
+    /// The candidates of an elastic job of workload `w` on `gpus_now` GPUs of `model` (range
+    /// `min..=max` by `g`-GPU tasks), from the table alone, cached: the moves (gain over its
+    /// consolidated rate now, GPU model, size; largest gain first) and the grows on its model
+    /// (size, estimated marginal efficiency; largest size first).
+    fn candidates(&self, key: CandidateKey) -> Arc<Candidates> {
+        if let Some(c) = self.cache.borrow().get(&key) {
+            return Arc::clone(c);
+        }
+        let (w, model, gpus_now, g, min, max) = key;
+        let rates = &self.rates;
+        let rate =
+            |m: u32, n: u32| rates.alone_id(w, GpuModelId(m), n, Consolidation::Consolidated);
+        let now = rate(model, gpus_now);
+        let mut moves = Vec::new();
+        let mut grows = Vec::new();
+        if now > 0.0 {
+            let sizes = || ((min / g).max(1)..=max / g).map(|k| k * g);
+            for other in 0..rates.gpus.len() as u32 {
+                if other == model {
+                    continue;
+                }
+                // The fastest size there that uses each GPU at least as well as now.
+                let best = sizes()
+                    .map(|n| (rate(other, n), n))
+                    .filter(|(r, n)| {
+                        *r >= now * Self::MOVE_GAIN
+                            && r / f64::from(*n) >= now / f64::from(gpus_now)
+                    })
+                    .max_by(|a, b| a.0.total_cmp(&b.0));
+                if let Some((r, n)) = best {
+                    moves.push((r / now, GpuModelId(other), n));
+                }
+            }
+            moves.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.0.cmp(&b.1.0)));
+            for n in sizes().filter(|n| *n > gpus_now) {
+                let estimate = marginal_efficiency(now, gpus_now, rate(model, n), n);
+                if estimate >= self.min_efficiency {
+                    grows.push((n, estimate));
+                }
+            }
+            grows.reverse();
+        }
+        let c = Arc::new(Candidates { moves, grows });
+        self.cache.borrow_mut().insert(key, Arc::clone(&c));
+        c
+    }
+
+    /// Gives GPUs left idle to running elastic jobs, up to [`Self::GROWS`] resizes: first
+    /// moves to another GPU model the table rates at least [`Self::MOVE_GAIN`] times faster
+    /// (largest gain first), then grows on the job's own model (largest estimated marginal
+    /// efficiency first, sizes largest first, scored where the GPUs actually are). Looks at
+    /// [`Self::SCAN`] elastic jobs a round, taking the running jobs in turn from a cursor, so
+    /// that a round costs the same on any cluster.
+    fn use_idle(
+        &mut self,
         ctx: &DecisionContext<'_>,
         planner: &mut Planner<'_>,
         decision: &mut Decision,
-    ) -> bool {
+    ) {
         let state = planner.state();
         let spec = state.spec();
-        let mut idle_by_model = vec![0u64; spec.models.len()];
-        let mut model_node: Vec<Option<NodeId>> = vec![None; spec.models.len()];
-        for (n, node) in spec.nodes.iter().enumerate() {
-            if let Some(m) = node.gpu_model {
-                idle_by_model[m.index()] += u64::from(state.free_whole_gpus(NodeId(n as u32)));
-                model_node[m.index()].get_or_insert(NodeId(n as u32));
-            }
+        // Whole GPUs idle per model, at most (fractional jobs may hold parts of some).
+        let idle: Vec<u64> = (0..spec.models.len())
+            .map(|m| {
+                let free = self.rates.capacity_milli[m]
+                    .saturating_sub(state.allocated_gpu_milli_of(GpuModelId(m as u32)));
+                free / u64::from(GPU_MILLI)
+            })
+            .collect();
+        if idle.iter().all(|i| *i == 0) {
+            return;
         }
-        // (gain, job, GPU model, size)
-        let mut moves: Vec<(f64, JobId, GpuModelId, u32)> = Vec::new();
-        for (id, _, model) in Self::elastic_running(ctx, planner, decision) {
-            let job = ctx.job(id);
-            let (Some(range), Some(model)) = (job.elastic, model) else {
+        // (gain or efficiency, job, target model, sizes to try largest first, GPUs now, rate now)
+        let mut moves: Vec<(f64, JobId, GpuModelId, u32, f64)> = Vec::new();
+        let mut grows: Vec<(f64, JobId, Vec<u32>, u32, f64)> = Vec::new();
+        let mut seen = 0usize;
+        let mut visited = 0usize;
+        let start = self.cursor;
+        let running = state.running_from(start).chain(state.running_before(start));
+        for a in running {
+            visited += 1;
+            if seen >= Self::SCAN || visited > 4 * Self::SCAN {
+                self.cursor = a.job;
+                break;
+            }
+            let job = ctx.job(a.job);
+            let Some(range) = job.elastic else { continue };
+            if !a.elastic
+                || !a.preemptible
+                || state.shares_gpu(a)
+                || planner.has_freed(a.job)
+                || decision.preemptions.contains(&a.job)
+            {
+                continue;
+            }
+            let (Some(w), Some(model)) = (
+                self.rates.workload(job),
+                a.tasks.first().and_then(|t| spec.node(t.node).gpu_model),
+            ) else {
                 continue;
             };
-            let state = planner.state();
-            let Some(tasks) = state.allocation(id).map(|a| &a.tasks[..]) else {
+            seen += 1;
+            let g = job.task.gpus.max(1);
+            let gpus_now = a.tasks.len() as u32 * g;
+            let c = self.candidates((w, model.0, gpus_now, g, range.min_gpus, range.max_gpus));
+            if c.moves.is_empty() && c.grows.is_empty() {
                 continue;
-            };
-            let now = self.rate_on(spec, job, tasks);
-            let gpus_now = tasks.len() as u32 * job.task.gpus;
+            }
+            let now = self.rate_on(spec, job, &a.tasks);
             if now <= 0.0 {
                 continue;
             }
-            let mask = spec.job_mask(job);
-            let g = job.task.gpus;
-            let mut best: Option<(f64, GpuModelId, u32)> = None;
-            for (m, idle) in idle_by_model.iter().enumerate() {
-                let other = GpuModelId(m as u32);
-                let Some(node) = model_node[m] else { continue };
-                if other == model || *idle == 0 || !mask.allows_model(other) {
-                    continue;
-                }
-                for k in (range.min_gpus / g).max(1)..=range.max_gpus / g {
-                    let n = k * g;
-                    if u64::from(n) > *idle {
-                        break;
-                    }
-                    let rate = self
-                        .rates
-                        .alone(spec, job, node, n, Consolidation::Consolidated);
-                    let per_gpu_ok = rate / f64::from(n) >= now / f64::from(gpus_now);
-                    if rate >= now * Self::MOVE_GAIN
-                        && per_gpu_ok
-                        && best.is_none_or(|b| rate / now > b.0)
-                    {
-                        best = Some((rate / now, other, n));
-                    }
-                }
+            if let Some((gain, m, n)) = c
+                .moves
+                .iter()
+                .find(|(_, m, n)| u64::from(*n) <= idle[m.index()])
+            {
+                moves.push((*gain, a.job, *m, *n, now));
             }
-            if let Some((gain, m, n)) = best {
-                moves.push((gain, id, m, n));
+            let room = idle[model.index()];
+            let sizes: Vec<u32> = c
+                .grows
+                .iter()
+                .filter(|(n, _)| u64::from(n - gpus_now) <= room)
+                .map(|(n, _)| *n)
+                .collect();
+            if let Some(best) = c
+                .grows
+                .iter()
+                .find(|(n, _)| u64::from(n - gpus_now) <= room)
+            {
+                grows.push((best.1, a.job, sizes, gpus_now, now));
             }
         }
+        if seen < Self::SCAN && visited <= 4 * Self::SCAN {
+            self.cursor = JobId(0);
+        }
         moves.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, id, model, n) in moves.into_iter().take(Self::ADMIT_TRIES) {
+        grows.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut done = 0;
+        for (_, id, model, n, now) in moves.into_iter().take(2 * Self::GROWS) {
+            if done >= Self::GROWS {
+                return;
+            }
             let job = ctx.job(id);
-            let now = self.rate_on(planner.state().spec(), job, &Self::tasks_of(planner, id));
             let mark = planner.mark();
             planner.free_running(id);
             if let Some(tasks) = Self::place_extra(planner, job, n / job.task.gpus, &[], model)
                 && self.rate_on(planner.state().spec(), job, &tasks) >= now * Self::MOVE_GAIN
             {
-                decision.resizes.retain(|p| p.job != id);
                 decision.resizes.push(Placement { job: id, tasks });
-                return true;
-            }
-            planner.undo_to(mark);
-        }
-        false
-    }
-
-    /// Gives idle GPUs to the running elastic job with the best marginal efficiency at its
-    /// next size the table has (one grow a decision). Jobs are ranked by the efficiency their
-    /// next size would have consolidated (a table lookup); only the best
-    /// [`Self::ADMIT_TRIES`] are placed and scored where the GPUs actually are.
-    /// Returns whether it grew a job.
-    fn grow(
-        &self,
-        ctx: &DecisionContext<'_>,
-        planner: &mut Planner<'_>,
-        decision: &mut Decision,
-    ) -> bool {
-        let state = planner.state();
-        let spec = state.spec();
-        // Whole GPUs idle per GPU model: a job grows within its model.
-        let mut idle_by_model = vec![0u64; spec.models.len()];
-        for (n, node) in spec.nodes.iter().enumerate() {
-            if let Some(m) = node.gpu_model {
-                idle_by_model[m.index()] += u64::from(state.free_whole_gpus(NodeId(n as u32)));
+                done += 1;
+            } else {
+                planner.undo_to(mark);
             }
         }
-        if idle_by_model.iter().all(|i| *i == 0) {
-            return false;
-        }
-        // (estimated efficiency of the largest size, job, GPUs now, its rate now, the sizes)
-        let mut ranked = Vec::new();
-        for (id, _, model) in Self::elastic_running(ctx, planner, decision) {
-            let job = ctx.job(id);
-            let Some(range) = job.elastic else { continue };
-            let idle = model.map_or(0, |m| idle_by_model[m.index()]);
-            if idle == 0 {
-                continue;
+        for (_, id, sizes, gpus_now, now) in grows.into_iter().take(2 * Self::GROWS) {
+            if done >= Self::GROWS {
+                return;
             }
-            let state = planner.state();
-            let Some(tasks) = state.allocation(id).map(|a| &a.tasks[..]) else {
-                continue;
-            };
-            let spec = state.spec();
-            let now = self.rate_on(spec, job, tasks);
-            let g = job.task.gpus;
-            let gpus_now = tasks.len() as u32 * g;
-            // The largest size up, within the GPUs left idle, that the table rates alone on
-            // this model (consolidated) at a marginal efficiency of at least the knob.
-            // Every such size, largest first: where the GPUs are may spread the job, so the
-            // placement below tries them in turn.
-            let mut sizes: Vec<(u32, f64)> = (gpus_now / g + 1..=range.max_gpus / g)
-                .map(|k| k * g)
-                .take_while(|n| u64::from(n - gpus_now) <= idle)
-                .filter_map(|n| {
-                    let rate =
-                        self.rates
-                            .alone(spec, job, tasks[0].node, n, Consolidation::Consolidated);
-                    let estimate = marginal_efficiency(now, gpus_now, rate, n);
-                    (rate > 0.0 && estimate >= self.min_efficiency).then_some((n, estimate))
-                })
-                .collect();
-            sizes.reverse();
-            if let Some((_, estimate)) = sizes.first() {
-                let sizes: Vec<u32> = sizes.iter().map(|(n, _)| *n).collect();
-                ranked.push((*estimate, id, gpus_now, now, sizes));
+            if planner.has_freed(id) {
+                continue; // moved above
             }
-        }
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let mut best: Option<(f64, JobId, Vec<TaskPlacement>)> = None;
-        for (_, id, gpus_now, now, sizes) in ranked.into_iter().take(Self::ADMIT_TRIES) {
             let job = ctx.job(id);
             let tasks = Self::tasks_of(planner, id);
-            let model = tasks
+            let Some(model) = tasks
                 .first()
-                .and_then(|t| planner.state().spec().node(t.node).gpu_model);
+                .and_then(|t| planner.state().spec().node(t.node).gpu_model)
+            else {
+                continue;
+            };
             for next in sizes {
                 let extra = (next - gpus_now) / job.task.gpus;
                 let mark = planner.mark();
-                let placed = model
-                    .and_then(|m| Self::place_extra(planner, job, extra, &tasks, m))
-                    .map(|more| {
+                let grown =
+                    Self::place_extra(planner, job, extra, &tasks, model).and_then(|more| {
                         let all: Vec<TaskPlacement> = tasks.iter().cloned().chain(more).collect();
                         let speed = self.rate_on(planner.state().spec(), job, &all);
-                        (marginal_efficiency(now, gpus_now, speed, next), all)
+                        (marginal_efficiency(now, gpus_now, speed, next) >= self.min_efficiency)
+                            .then_some(all)
                     });
                 planner.undo_to(mark);
-                if let Some((eff, all)) = placed
-                    && eff >= self.min_efficiency
-                {
-                    if best.as_ref().is_none_or(|b| eff > b.0) {
-                        best = Some((eff, id, all));
+                if let Some(all) = grown {
+                    // The planner sees the grown job's tasks, for any modifier after this one.
+                    let mark = planner.mark();
+                    planner.free_running(id);
+                    if planner.reserve(job, &all).is_ok() {
+                        decision.resizes.push(Placement {
+                            job: id,
+                            tasks: all,
+                        });
+                        done += 1;
+                    } else {
+                        planner.undo_to(mark);
                     }
                     break;
                 }
             }
         }
-        if let Some((_, id, tasks)) = best {
-            // The planner sees the grown job's tasks, for any modifier after this one.
-            let mark = planner.mark();
-            planner.free_running(id);
-            if planner.reserve(ctx.job(id), &tasks).is_ok() {
-                // A job grown twice in one decision is resized once, to its last size.
-                decision.resizes.retain(|p| p.job != id);
-                decision.resizes.push(Placement { job: id, tasks });
-                return true;
-            }
-            planner.undo_to(mark);
-        }
-        false
     }
 }
 
@@ -974,23 +1040,22 @@ impl Modifier for ElasticAlloc {
         rest: &[JobId],
         decision: &mut Decision,
     ) {
-        // Nobody waiting: idle GPUs go to elastic jobs at once (this is asked only when jobs
-        // end, or ticks, so it cannot churn). Someone waiting: act once a round.
-        if !rest.is_empty() && !self.rounds.due(ctx.now()) {
+        // Once a round; and with nobody waiting, also as soon as jobs end (their GPUs are
+        // idle now, and no arrival can want them before the next decision).
+        let freed = ctx.pending().next().is_none() && !ctx.recently_finished().is_empty();
+        if !self.rounds.due(ctx.now()) && !freed {
             return;
         }
-        self.rates.sync(planner.state().spec());
+        if self.rates.sync(planner.state().spec()) {
+            self.cache.get_mut().clear();
+        }
         // Someone waits: start blocked elastic jobs smaller, else make room by a shrink. Then
         // GPUs still idle (nobody waiting can use them) go to running elastic jobs; a later
         // round shrinks one again when that admits someone.
         if !rest.is_empty() && !self.admit_smaller(ctx, planner, placer, rest, decision) {
             self.shrink_to_admit(ctx, planner, placer, rest, decision);
         }
-        for _ in 0..Self::GROWS {
-            if !self.migrate(ctx, planner, decision) && !self.grow(ctx, planner, decision) {
-                break;
-            }
-        }
+        self.use_idle(ctx, planner, decision);
     }
 }
 
