@@ -331,9 +331,9 @@ fn the_verdict_names_identical_policies_together() {
     );
 }
 
-/// A typed run (Gavel's cluster, table and workload rule) reports effective throughput and the
-/// share of GPU-time on each job's fastest model, in the terminal table, `report.md`,
-/// `runs.csv` and `comparison.json`; `fastest` puts more GPU-time on the fastest model than
+/// A typed run (Gavel's cluster, table and workload rule) reports effective throughput, the
+/// share of GPU-time on each job's fastest model and the counts of GPU shares and resizes, in
+/// the terminal table, `report.md`, `runs.csv` and `comparison.json`; `fastest` puts more GPU-time on the fastest model than
 /// best fit. An untyped comparison has none of these rows (the golden test above).
 #[test]
 fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
@@ -380,7 +380,7 @@ fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
     assert!(
         csv.lines()
             .next()
-            .is_some_and(|h| h.ends_with(",effective_throughput,fastest_gpu_share")),
+            .is_some_and(|h| h.ends_with(",effective_throughput,fastest_gpu_share,shares,resizes")),
         "{csv}"
     );
     let json: Value = serde_json::from_str(
@@ -401,4 +401,23 @@ fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
         mean(0)
     );
     assert!((0.0..=1.0).contains(&mean(2)));
+    // The counts of GPU shares and resizes are reported, neither better nor worse: no wins or
+    // losses.
+    for row in ["GPU shares started (a count)", "elastic resizes (a count)"] {
+        assert!(stdout.contains(row), "no {row} row in:\n{stdout}");
+    }
+    assert!(md.contains("| elastic resizes (count) |"), "{md}");
+    for key in ["shares", "resizes"] {
+        let m = json["metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .find(|m| m["key"] == key)
+            .unwrap_or_else(|| panic!("no {key} row"));
+        assert_eq!(m["better"], "neither");
+        for p in m["policies"].as_array().expect("policies").iter().skip(1) {
+            assert_eq!(p["vs_baseline"]["wins"], 0, "{m:#}");
+            assert_eq!(p["vs_baseline"]["losses"], 0, "{m:#}");
+        }
+    }
 }

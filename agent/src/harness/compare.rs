@@ -197,7 +197,8 @@ pub const METRICS: &[Metric] = &[
 ];
 
 /// The metrics of runs with a throughput table (`Summary::effective_throughput`,
-/// `Summary::fastest_gpu_share`), reported after `METRICS` only when some run has them.
+/// `Summary::fastest_gpu_share`, and the counts of GPU shares and resizes), reported after
+/// `METRICS` only when some run has them.
 pub const TYPED_METRICS: &[Metric] = &[
     Metric {
         key: "effective_throughput",
@@ -210,6 +211,18 @@ pub const TYPED_METRICS: &[Metric] = &[
         label: "GPU-time on fastest model",
         better: Better::Higher,
         get: |s| s.fastest_gpu_share.unwrap_or(0.0),
+    },
+    Metric {
+        key: "shares",
+        label: "GPU shares started",
+        better: Better::Neither,
+        get: |s| s.shares as f64,
+    },
+    Metric {
+        key: "resizes",
+        label: "elastic resizes",
+        better: Better::Neither,
+        get: |s| s.resizes as f64,
     },
 ];
 
@@ -827,6 +840,7 @@ fn terminal_table(setup: &Setup, reports: &[MetricReport]) -> String {
         let arrow = match m.better {
             Better::Lower => "lower is better",
             Better::Higher => "higher is better",
+            Better::Neither => "a count",
         };
         let _ = writeln!(s, "{} ({arrow})", m.label);
         for (i, p) in setup.policies.iter().enumerate() {

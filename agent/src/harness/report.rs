@@ -164,8 +164,8 @@ fn write_views<U: serde::Serialize>(
     Ok(())
 }
 
-/// One row per run; the typed-run columns (`effective_throughput`, `fastest_gpu_share`) only
-/// when some run has them (empty where a run has none).
+/// One row per run; the typed-run columns (`effective_throughput`, `fastest_gpu_share`,
+/// `shares`, `resizes`) only when some run has them (empty where a run has none).
 fn runs_csv(runs: &[RunView<'_>]) -> String {
     let typed = runs
         .iter()
@@ -175,7 +175,7 @@ fn runs_csv(runs: &[RunView<'_>]) -> String {
          gpu_alloc_rate,frag_gpu_rate,energy_kwh,jain_fairness,preemption_waste_gpu_h,jobs,finished",
     );
     s.push_str(if typed {
-        ",effective_throughput,fastest_gpu_share\n"
+        ",effective_throughput,fastest_gpu_share,shares,resizes\n"
     } else {
         "\n"
     });
@@ -206,9 +206,11 @@ fn runs_csv(runs: &[RunView<'_>]) -> String {
         if typed {
             let _ = write!(
                 s,
-                ",{},{}",
+                ",{},{},{},{}",
                 opt(m.effective_throughput),
-                opt(m.fastest_gpu_share)
+                opt(m.fastest_gpu_share),
+                m.shares,
+                m.resizes
             );
         }
         s.push('\n');
@@ -282,6 +284,7 @@ fn markdown(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)])
         let arrow = match m.better {
             lachesis_env::metrics::paired::Better::Lower => "↓",
             lachesis_env::metrics::paired::Better::Higher => "↑",
+            lachesis_env::metrics::paired::Better::Neither => "(count)",
         };
         let _ = write!(s, "| {} {arrow} |", m.label);
         for (i, _) in setup.policies.iter().enumerate() {
@@ -321,7 +324,9 @@ const TYPED: &str = "\nEffective throughput: reference GPU-hours of work the typ
      duration x GPUs, as measured on the throughput table's reference GPU) per GPU-hour they \
      were allocated, restarts and lost work included; 1 = every job at its trace shape on the \
      reference GPU. GPU-time on fastest model: the share of their allocated GPU-time spent on \
-     the cluster GPU model where the table says each runs fastest at its size.\n";
+     the cluster GPU model where the table says each runs fastest at its size. GPU shares \
+     started and elastic resizes: how often the policy put a job on a GPU another used, and \
+     resized a running elastic job (counts, neither better nor worse).\n";
 
 /// Whether the report has the typed-run rows.
 fn typed(metrics: &[MetricView<'_>]) -> bool {

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 pub enum Better {
     Lower,
     Higher,
+    /// A count reported for what it says (e.g. resizes): no wins or losses.
+    Neither,
 }
 
 /// A policy against the baseline on one metric.
@@ -80,6 +82,7 @@ pub fn paired(
         let better_now = match better {
             Better::Lower => p < b,
             Better::Higher => p > b,
+            Better::Neither => continue,
         };
         if better_now { wins += 1 } else { losses += 1 }
     }
