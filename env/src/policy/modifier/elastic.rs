@@ -177,8 +177,6 @@ type RateKey = (WorkloadId, u32, u32, Consolidation);
 #[derive(Debug, Clone)]
 struct TableRates {
     table: Arc<ThroughputTable>,
-    /// The names of the cluster GPU models `gpus` was resolved for.
-    models: Vec<String>,
     /// Per cluster GPU model (by `GpuModelId`): its table entry, `None` when the table lacks it.
     gpus: Vec<Option<TableGpu>>,
     /// The table's workload ids by their exact names (other spellings take the table's
@@ -188,10 +186,8 @@ struct TableRates {
     per_node: Vec<u32>,
     /// Per cluster GPU model: its GPUs in milli-GPU.
     capacity_milli: Vec<u64>,
-    /// The address and node count of the cluster last synced (with `models`, what tells a
-    /// new cluster).
-    spec_at: usize,
-    nodes: usize,
+    /// The cluster last synced (held, so that a new one is told by its address).
+    spec: Option<Arc<ClusterSpec>>,
     /// Rates alone looked up so far, by (workload, cluster GPU model, GPUs, placement).
     memo: RefCell<HashMap<RateKey, f64, FixedState>>,
 }
@@ -205,13 +201,11 @@ impl TableRates {
             .collect();
         TableRates {
             table,
-            models: Vec::new(),
             gpus: Vec::new(),
             workloads,
             per_node: Vec::new(),
             capacity_milli: Vec::new(),
-            spec_at: 0,
-            nodes: 0,
+            spec: None,
             memo: RefCell::default(),
         }
     }
@@ -225,24 +219,13 @@ impl TableRates {
         }
     }
 
-    /// Resolves `spec`'s GPU models against the table, when they differ from the last ones.
+    /// Resolves `spec`'s GPU models against the table, when it is another cluster than last time.
     /// Returns whether anything changed.
-    fn sync(&mut self, spec: &ClusterSpec) -> bool {
-        let at = std::ptr::from_ref(spec) as usize;
-        if self.spec_at == at
-            && self.nodes == spec.nodes.len()
-            && self.models.len() == spec.models.len()
-            && self
-                .models
-                .iter()
-                .zip(&spec.models)
-                .all(|(a, b)| *a == b.name)
-        {
+    fn sync(&mut self, spec: &Arc<ClusterSpec>) -> bool {
+        if self.spec.as_ref().is_some_and(|s| Arc::ptr_eq(s, spec)) {
             return false;
         }
-        self.spec_at = at;
-        self.nodes = spec.nodes.len();
-        self.models = spec.models.iter().map(|m| m.name.clone()).collect();
+        self.spec = Some(Arc::clone(spec));
         self.per_node = gpus_per_model(spec);
         self.capacity_milli = vec![0; spec.models.len()];
         for n in &spec.nodes {
@@ -370,7 +353,7 @@ impl Modifier for Colocate {
             return;
         }
         self.rounds.due(ctx.now());
-        self.rates.sync(planner.state().spec());
+        self.rates.sync(planner.state().spec_arc());
         let state = planner.state();
         let spec = state.spec();
         // Running 1-GPU typed jobs alone on their GPU, not being preempted, in running order.
@@ -1046,7 +1029,7 @@ impl Modifier for ElasticAlloc {
         if !self.rounds.due(ctx.now()) && !freed {
             return;
         }
-        if self.rates.sync(planner.state().spec()) {
+        if self.rates.sync(planner.state().spec_arc()) {
             self.cache.get_mut().clear();
         }
         // Someone waits: start blocked elastic jobs smaller, else make room by a shrink. Then
