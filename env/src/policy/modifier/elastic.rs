@@ -23,7 +23,7 @@
 use super::super::heuristic::{Modifier, Placer};
 use super::super::planner::Planner;
 use super::super::{Decision, DecisionContext, Placement};
-use crate::cluster::{ClusterSpec, FitStrategy, TaskPlacement};
+use crate::cluster::{Allocation, ClusterSpec, FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
 use crate::throughput::{Consolidation, TableGpu, ThroughputTable, WorkloadId};
 use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime};
@@ -219,8 +219,8 @@ impl TableRates {
         }
     }
 
-    /// Resolves `spec`'s GPU models against the table, when it is another cluster than last time.
-    /// Returns whether anything changed.
+    /// Resolves `spec`'s GPU models against the table, when it is another cluster than last
+    /// time. Returns whether anything changed.
     fn sync(&mut self, spec: &Arc<ClusterSpec>) -> bool {
         if self.spec.as_ref().is_some_and(|s| Arc::ptr_eq(s, spec)) {
             return false;
@@ -228,10 +228,12 @@ impl TableRates {
         self.spec = Some(Arc::clone(spec));
         self.per_node = gpus_per_model(spec);
         self.capacity_milli = vec![0; spec.models.len()];
-        for n in &spec.nodes {
-            if let Some(m) = n.gpu_model {
-                self.capacity_milli[m.index()] += u64::from(n.gpus) * u64::from(GPU_MILLI);
-            }
+        for (m, gpus) in spec
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.gpu_model?, n.gpus)))
+        {
+            self.capacity_milli[m.index()] += u64::from(gpus) * u64::from(GPU_MILLI);
         }
         self.memo.get_mut().clear();
         self.gpus = spec
@@ -575,8 +577,24 @@ impl ElasticAlloc {
         self.rates.alone(spec, job, first.node, gpus, placement)
     }
 
-    /// Running elastic typed jobs the decision has not touched, with their task counts and
-    /// the GPU model of their first task.
+    /// Whether running `a` is an elastic typed job this decision may resize: preemptible,
+    /// alone on its GPUs, not freed or preempted by the decision so far.
+    fn resizable(
+        ctx: &DecisionContext<'_>,
+        planner: &Planner<'_>,
+        decision: &Decision,
+        a: &Allocation,
+    ) -> bool {
+        a.elastic
+            && a.preemptible
+            && ctx.job(a.job).workload.is_some()
+            && !planner.state().shares_gpu(a)
+            && !planner.has_freed(a.job)
+            && !decision.preemptions.contains(&a.job)
+    }
+
+    /// Running elastic typed jobs the decision has not touched ([`Self::resizable`]), with
+    /// their task counts and the GPU model of their first task.
     fn elastic_running(
         ctx: &DecisionContext<'_>,
         planner: &Planner<'_>,
@@ -585,14 +603,7 @@ impl ElasticAlloc {
         let state = planner.state();
         state
             .running()
-            .filter(|a| {
-                a.elastic
-                    && a.preemptible
-                    && ctx.job(a.job).workload.is_some()
-                    && !state.shares_gpu(a)
-                    && !planner.has_freed(a.job)
-                    && !decision.preemptions.contains(&a.job)
-            })
+            .filter(|a| Self::resizable(ctx, planner, decision, a))
             .map(|a| {
                 let model = a
                     .tasks
@@ -623,7 +634,8 @@ impl ElasticAlloc {
 
     /// Reserves `extra` more tasks of running `job` on GPU model `model`, each on a node of
     /// `tasks` (its current ones) or of the tasks placed so far where one fits (a grown job
-    /// stays as consolidated as it can), else by best fit on another node of that model; `None` when they do not all fit (the caller undoes the partial reservation).
+    /// stays as consolidated as it can), else by best fit on another node of that model;
+    /// `None` when they do not all fit (the caller undoes the partial reservation).
     fn place_extra(
         planner: &mut Planner<'_>,
         job: &JobSpec,
@@ -872,12 +884,7 @@ impl ElasticAlloc {
             }
             let job = ctx.job(a.job);
             let Some(range) = job.elastic else { continue };
-            if !a.elastic
-                || !a.preemptible
-                || state.shares_gpu(a)
-                || planner.has_freed(a.job)
-                || decision.preemptions.contains(&a.job)
-            {
+            if !Self::resizable(ctx, planner, decision, a) {
                 continue;
             }
             let (Some(w), Some(model)) = (
@@ -904,19 +911,16 @@ impl ElasticAlloc {
             {
                 moves.push((*gain, a.job, *m, *n, now));
             }
+            // The sizes that fit the idle GPUs, largest first; ranked by the largest's estimate.
             let room = idle[model.index()];
-            let sizes: Vec<u32> = c
+            let fit: Vec<&(u32, f64)> = c
                 .grows
                 .iter()
                 .filter(|(n, _)| u64::from(n - gpus_now) <= room)
-                .map(|(n, _)| *n)
                 .collect();
-            if let Some(best) = c
-                .grows
-                .iter()
-                .find(|(n, _)| u64::from(n - gpus_now) <= room)
-            {
-                grows.push((best.1, a.job, sizes, gpus_now, now));
+            if let Some((_, estimate)) = fit.first() {
+                let sizes = fit.iter().map(|(n, _)| *n).collect();
+                grows.push((*estimate, a.job, sizes, gpus_now, now));
             }
         }
         if seen < Self::SCAN && visited <= 4 * Self::SCAN {
