@@ -2,9 +2,12 @@
 //! fields are rejected; every field has a documented default, so no file at all is a valid
 //! configuration (serve `models/default`, gRPC on 127.0.0.1:50051, HTTP on 127.0.0.1:9090).
 
+use lachesis_env::policy::PolicyOptions;
+use lachesis_env::throughput::ThroughputTable;
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The whole service configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -17,6 +20,11 @@ pub struct ServeConfig {
     pub baseline: String,
     /// Further heuristics to try, in order, when the baseline fails too.
     pub fallback: Vec<String>,
+    /// The throughput table jobs' `workload` types are read against: a preset (`gavel`,
+    /// `sia`) or a table file (relative to this file). Empty: none; a snapshot that types a
+    /// job is then refused. With a table, the heterogeneity-aware heuristics (`fastest`,
+    /// `het-las`, `colocate`, `elastic`) may be the baseline or fallbacks.
+    pub throughputs: String,
     /// How the model builds a decision from its scores: `batched` (default: every candidate
     /// of a model pass, best first, each placed again by its proposer on what the earlier
     /// ones left; a few passes for a long queue) or `stepwise` (one placement per pass, the
@@ -64,6 +72,7 @@ impl Default for ServeConfig {
             model: "models/default".into(),
             baseline: "tiresias/best-fit/las-preempt".into(),
             fallback: vec!["fifo/first-fit".into()],
+            throughputs: String::new(),
             deciding: lachesis_agent::Deciding::Batched,
             deadline_ms: 50.0,
             model_slots: 0,
@@ -431,6 +440,13 @@ impl ServeConfig {
         if !cfg.model.is_empty() && Path::new(&cfg.model).is_relative() {
             cfg.model = base.join(&cfg.model).to_string_lossy().into_owned();
         }
+        let table = cfg.throughputs.trim();
+        if !table.is_empty()
+            && lachesis_env::throughput::ThroughputPreset::parse(table).is_none()
+            && Path::new(table).is_relative()
+        {
+            cfg.throughputs = base.join(table).to_string_lossy().into_owned();
+        }
         if let Some(tls) = cfg.grpc.tls.as_mut() {
             rebase(&mut tls.cert);
             rebase(&mut tls.key);
@@ -466,6 +482,29 @@ impl ServeConfig {
         }
     }
 
+    /// The throughput table `throughputs` names, loaded now; `None` when none is configured.
+    pub fn throughput_table(&self) -> Result<Option<Arc<ThroughputTable>>, ConfigError> {
+        let spec = self.throughputs.trim();
+        if spec.is_empty() {
+            return Ok(None);
+        }
+        lachesis_env::throughput::load_table(spec)
+            .map(|t| Some(Arc::new(t)))
+            .map_err(|e| ConfigError::Invalid {
+                field: "throughputs",
+                message: e.to_string(),
+            })
+    }
+
+    /// How the heuristic chain's policies are built: with the throughput table, when one is
+    /// configured (the parts that read rates refuse to be built without it).
+    pub fn policy_options(&self) -> Result<PolicyOptions, ConfigError> {
+        Ok(PolicyOptions {
+            throughputs: self.throughput_table()?,
+            ..PolicyOptions::default()
+        })
+    }
+
     /// Checks values serde cannot: ranges, policy names.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |field, message: String| Err(ConfigError::Invalid { field, message });
@@ -498,10 +537,11 @@ impl ServeConfig {
                 format!("{} is not in 0-100", self.routing.percent),
             );
         }
+        let options = self.policy_options()?;
         for (field, name) in std::iter::once(("baseline", &self.baseline))
             .chain(self.fallback.iter().map(|f| ("fallback", f)))
         {
-            if let Err(e) = lachesis_env::policy::build_policy(name, 0) {
+            if let Err(e) = lachesis_env::policy::build_policy_with(name, &options) {
                 return invalid(field, e.to_string());
             }
         }
@@ -638,5 +678,27 @@ mod tests {
         .unwrap();
         assert!(ok.validate().is_ok());
         assert!(ServeConfig::default().validate().is_ok(), "off by default");
+    }
+
+    #[test]
+    fn the_throughput_table_lets_the_chain_read_rates() {
+        // A modifier that reads rates needs the table.
+        let cfg: ServeConfig = toml::from_str("baseline = \"fifo/fastest/colocate\"").unwrap();
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("baseline: ") && e.contains("throughput"),
+            "{e}"
+        );
+        let cfg: ServeConfig = toml::from_str(
+            "baseline = \"fifo/fastest/colocate\"\nfallback = [\"het-las/fastest/elastic\"]\n\
+             throughputs = \"gavel\"",
+        )
+        .unwrap();
+        cfg.validate().unwrap();
+        assert_eq!(cfg.throughput_table().unwrap().unwrap().name(), "gavel");
+        // A table that cannot be read is refused, naming the field.
+        let cfg: ServeConfig = toml::from_str("throughputs = \"no/such/table.csv\"").unwrap();
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.starts_with("throughputs: "), "{e}");
     }
 }

@@ -17,7 +17,8 @@ use crate::reasons::pending_reasons;
 use crate::session::{Session, Sessions};
 use crate::shield;
 use crate::world::{DeltaError, SnapshotError, World};
-use lachesis_env::policy::{Decision, Policy, PolicyError, build_policy};
+use lachesis_env::policy::{Decision, Policy, PolicyError, PolicyOptions, build_policy_with};
+use lachesis_env::throughput::ThroughputTable;
 use lachesis_env::units::JobId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -58,9 +59,13 @@ impl Source {
     /// The world (on the blocking pool: a delta is CPU work) and, for the decision log, the
     /// snapshot it stands for. A bad delta gives back the session's world unchanged; a broken
     /// one gives none back (the caller must send a full snapshot).
-    fn materialize(self, logging: bool) -> Result<(World, Option<Arc<proto::Snapshot>>), Refusal> {
+    fn materialize(
+        self,
+        logging: bool,
+        table: Option<&Arc<ThroughputTable>>,
+    ) -> Result<(World, Option<Arc<proto::Snapshot>>), Refusal> {
         match self {
-            Source::Build(snapshot) => match World::build(&snapshot) {
+            Source::Build(snapshot) => match World::build_typed(&snapshot, table) {
                 Ok(world) => Ok((world, Some(snapshot))),
                 Err(e) => Err(Box::new((None, invalid(e)))),
             },
@@ -120,6 +125,10 @@ pub struct Engine {
     sessions: Sessions,
     dashboard: Dashboard,
     guard: GuardState,
+    /// The throughput table (`throughputs`), loaded once; snapshots' workload types name it.
+    table: Option<Arc<ThroughputTable>>,
+    /// How the chain's heuristics are built (with the table).
+    options: PolicyOptions,
 }
 
 impl std::fmt::Debug for Engine {
@@ -163,6 +172,7 @@ impl Engine {
     /// An engine with the model `cfg` names loaded now (a failure to load is a state, not an
     /// error: the chain answers and `ModelInfo` says why).
     pub fn new(cfg: ServeConfig, metrics: Arc<Metrics>) -> std::io::Result<Engine> {
+        let options = cfg.policy_options().map_err(std::io::Error::other)?;
         let state = ModelState::load(&cfg.model, cfg.max_relative_jct);
         metrics.set_model(state.version(), state.status());
         if let ModelState::Failed { path, detail, .. } = &state {
@@ -190,7 +200,14 @@ impl Engine {
             ),
             dashboard: Dashboard::default(),
             guard: GuardState::default(),
+            table: options.throughputs.clone(),
+            options,
         })
+    }
+
+    /// The throughput table snapshots' workload types are read against, if configured.
+    pub fn table(&self) -> Option<&Arc<ThroughputTable>> {
+        self.table.as_ref()
     }
 
     /// Replaces the model arm's policy (tests).
@@ -310,7 +327,7 @@ impl Engine {
     fn run_chain(&self, world: &World, mut fallbacks: Vec<proto::Fallback>) -> Answer {
         for name in self.chain() {
             let started = Instant::now();
-            let result = build_policy(&name, 0)
+            let result = build_policy_with(&name, &self.options)
                 .map_err(|e| (FallbackReason::Error, e.to_string()))
                 .and_then(|mut p| run_policy(world, p.as_mut()));
             Metrics::observe(
@@ -463,7 +480,9 @@ impl Engine {
                     let world = match (world, spare) {
                         (Some(w), _) => w,
                         (None, Spare::Copy(w)) => *w,
-                        (None, Spare::Rebuild(snap)) => World::build(&snap).map_err(invalid)?,
+                        (None, Spare::Rebuild(snap)) => {
+                            World::build_typed(&snap, this.table()).map_err(invalid)?
+                        }
                         (None, Spare::None) => {
                             return Err(Status::unavailable(
                                 "the model kept the cluster past its deadline and no copy was \
@@ -552,7 +571,10 @@ impl Engine {
                 // Built before the session is made or taken: a snapshot that fails leaves
                 // no empty session behind and the old one as it was.
                 let snap = Arc::clone(&snapshot);
-                let world = blocking(move || World::build(&snap).map_err(invalid)).await?;
+                let table = self.table.clone();
+                let world =
+                    blocking(move || World::build_typed(&snap, table.as_ref()).map_err(invalid))
+                        .await?;
                 let slot = self.sessions.slot(&id, &self.metrics).map_err(refused)?;
                 let mut guard = slot.lock_owned().await;
                 *guard = Some(Session {
@@ -646,18 +668,23 @@ impl Engine {
             let this = Arc::clone(self);
             let id = request_id.clone();
             let done = blocking(move || {
-                Ok(source.materialize(logging).map(|(world, snapshot)| {
-                    let answer = this.run_chain(&world, Vec::new());
-                    let (response, world) = this.finish(world, answer, mode.as_str(), &id, started);
-                    (response, world, snapshot)
-                }))
+                Ok(source
+                    .materialize(logging, this.table())
+                    .map(|(world, snapshot)| {
+                        let answer = this.run_chain(&world, Vec::new());
+                        let (response, world) =
+                            this.finish(world, answer, mode.as_str(), &id, started);
+                        (response, world, snapshot)
+                    }))
             })
             .await?;
             done.map_err(|e| refused(&mut session, e))?
         } else {
-            let (world, snapshot) = blocking(move || Ok(source.materialize(logging)))
-                .await?
-                .map_err(|e| refused(&mut session, e))?;
+            let table = self.table.clone();
+            let (world, snapshot) =
+                blocking(move || Ok(source.materialize(logging, table.as_ref())))
+                    .await?
+                    .map_err(|e| refused(&mut session, e))?;
             let (world, answer) = if mode == RoutingMode::Model {
                 let spare = spare(&world, &snapshot);
                 self.model_then_chain(world, spare).await?
@@ -790,6 +817,8 @@ impl Engine {
                 .decision
                 .placements
                 .extend(answer.decision.placements);
+            merged.decision.resizes.extend(answer.decision.resizes);
+            merged.decision.shares.extend(answer.decision.shares);
             merged.fallbacks.extend(answer.fallbacks);
         }
         // Back to the snapshot's own state, so `finish` applies the merged decision once; the
@@ -834,6 +863,12 @@ impl Engine {
             .iter()
             .map(|v| world.job(*v).name.clone())
             .collect();
+        let shares = (answer.decision.shares.iter())
+            .map(|p| world.placement_to_proto(p))
+            .collect();
+        let resizes = (answer.decision.resizes.iter())
+            .map(|p| world.placement_to_proto(p))
+            .collect();
         let (pending, world) = match world.apply(&answer.decision) {
             Ok(()) => (pending_reasons(&world, &answer.decision), Some(world)),
             Err(e) => {
@@ -844,6 +879,8 @@ impl Engine {
         let response = proto::DecideResponse {
             placements,
             preemptions,
+            shares,
+            resizes,
             pending,
             decided_by: answer.decided_by,
             arm: arm.to_string(),
@@ -867,7 +904,10 @@ impl Engine {
                 ..Default::default()
             })
             .await?;
-        if let Some(p) = response.placements.iter().find(|p| p.job == job) {
+        if let Some(p) = (response.placements.iter())
+            .chain(&response.shares)
+            .find(|p| p.job == job)
+        {
             return Ok(proto::ExplainResponse {
                 job,
                 placed: true,
@@ -895,7 +935,8 @@ impl Engine {
         self: &Arc<Self>,
         request: proto::ScoreRequest,
     ) -> Result<proto::ScoreResponse, Status> {
-        blocking(move || crate::score::score(&request)).await
+        let table = self.table.clone();
+        blocking(move || crate::score::score(&request, table.as_ref())).await
     }
 
     /// What `ModelInfo` answers.

@@ -11,7 +11,7 @@
 
 use crate::decision_log::LogLine;
 use crate::proto;
-use crate::world::{SnapshotError, job_from_proto};
+use crate::world::{SnapshotError, Workloads, job_from_proto};
 use lachesis_env::gpu::GpuModel;
 use lachesis_env::job::{JobSpec, Trace};
 use lachesis_env::units::{SimTime, TenantId};
@@ -217,7 +217,7 @@ fn observe(
         let entry = match jobs.get_mut(&job.id) {
             Some(e) => e,
             None => {
-                let spec = job_from_proto(job, index, TenantId(0), now)?;
+                let spec = job_from_proto(job, index, TenantId(0), now, Workloads::AsGiven)?;
                 order.push(job.id.clone());
                 jobs.entry(job.id.clone()).or_insert(Seen {
                     spec,

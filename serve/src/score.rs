@@ -10,12 +10,16 @@ use lachesis_env::units::{GPU_MILLI, NodeId};
 use tonic::Status;
 
 /// Scores `request.nodes` (every node when empty) for `request.job`.
-pub fn score(request: &proto::ScoreRequest) -> Result<proto::ScoreResponse, Status> {
+pub fn score(
+    request: &proto::ScoreRequest,
+    table: Option<&std::sync::Arc<lachesis_env::throughput::ThroughputTable>>,
+) -> Result<proto::ScoreResponse, Status> {
     let snapshot = request
         .snapshot
         .as_ref()
         .ok_or_else(|| Status::invalid_argument("snapshot: missing"))?;
-    let world = World::build(snapshot).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let world =
+        World::build_typed(snapshot, table).map_err(|e| Status::invalid_argument(e.to_string()))?;
     let id = world
         .job_id(&request.job)
         .filter(|id| world.is_pending(*id))

@@ -417,5 +417,6 @@ fn job(rng: &mut StdRng, id: String, tasks: u32, gpus: u32, milli: u32) -> proto
         idle_ms: None,
         constraints: String::new(),
         distinct_nodes: false,
+        ..Default::default()
     }
 }

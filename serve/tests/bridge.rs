@@ -140,9 +140,14 @@ fn running(mut j: SlurmJob, node: &mut SlurmNode) -> SlurmJob {
 }
 
 async fn service(policy: &str) -> lachesis_serve::Running {
+    service_with(policy, "").await
+}
+
+async fn service_with(policy: &str, throughputs: &str) -> lachesis_serve::Running {
     let mut cfg = ServeConfig {
         model: String::new(),
         baseline: policy.into(),
+        throughputs: throughputs.into(),
         ..ServeConfig::default()
     };
     cfg.routing.mode = RoutingMode::Baseline;
@@ -374,4 +379,45 @@ async fn constrained_jobs_and_gangs_are_placed_on_satisfying_nodes_in_one_cycle(
     assert_eq!(gang.len(), 2);
     assert_ne!(gang[0], gang[1]);
     svc.shutdown().await.unwrap();
+}
+
+/// Typed Slurm jobs (`--comment='workload=...'`): the service shares the one V100 between the
+/// running ResNet-50 job and the waiting LM job, which Slurm cannot express (it gives each GPU
+/// to one job): the bridge applies nothing, reports why, and the job stays held.
+#[tokio::test]
+async fn a_share_is_reported_not_applied_and_the_job_stays_held() {
+    let svc = service_with("fifo/fastest/colocate", "gavel").await;
+    let fake = Fake::default();
+    {
+        let mut w = fake.0.lock().unwrap();
+        let mut v = node("v1", &["gpu"]);
+        (v.gpu_type, v.gpus) = (Some("v100".into()), 1);
+        let mut holder = job(1, "gpu", 1);
+        holder.gpu_type = Some("v100".into());
+        holder.comment = "workload=ResNet-50 (batch size 64)".into();
+        let holder = running(holder, &mut v);
+        let mut waiting = job(2, "gpu", 1);
+        waiting.gpu_type = Some("v100".into());
+        waiting.comment = "workload=LM (batch size 20)".into();
+        w.nodes = vec![v];
+        w.jobs = vec![holder, waiting];
+    }
+    let mut b = bridge(&fake, svc.grpc_addr, "");
+    let r = b.cycle().await.unwrap();
+    assert!(r.placed.is_empty(), "{r:?}");
+    assert_eq!(
+        r.refused,
+        vec![(
+            2,
+            lachesis_serve::slurm::bridge::SHARE_UNSUPPORTED.to_string()
+        )],
+        "{r:?}"
+    );
+    let calls = fake.0.lock().unwrap().calls.clone();
+    assert!(
+        calls
+            .iter()
+            .all(|c| !c.starts_with("release") || c == "release []"),
+        "{calls:?}"
+    );
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// A throughput table resolved against one run's jobs and cluster, for policies.
 #[derive(Debug, Clone)]
 pub struct ThroughputView {
-    table: ThroughputTable,
+    table: Arc<ThroughputTable>,
     spec: Arc<ClusterSpec>,
     /// Per cluster GPU model (by `GpuModelId`): its table entry; `None` when the table lacks
     /// the model (a typed job then has no speed there).
@@ -33,7 +33,13 @@ pub struct ThroughputView {
 
 impl ThroughputView {
     /// The view of `table` for `jobs` (indexed by `JobId`) on `spec`.
-    pub fn new(table: ThroughputTable, jobs: &[JobSpec], spec: Arc<ClusterSpec>) -> ThroughputView {
+    /// The table may be shared (`Arc`): a service builds a view per snapshot.
+    pub fn new(
+        table: impl Into<Arc<ThroughputTable>>,
+        jobs: &[JobSpec],
+        spec: Arc<ClusterSpec>,
+    ) -> ThroughputView {
+        let table = table.into();
         let gpus = spec
             .models
             .iter()
@@ -95,6 +101,19 @@ impl ThroughputView {
         self.table
             .speed(w, gpu, gpus, placement, job_gpus(job))
             .ok()
+    }
+
+    /// The speeds of `a` and `b` sharing one GPU of cluster model `model`, in that order:
+    /// each its pair rate over its reference rate at its own size, as the simulator runs
+    /// them. `None` when either is untyped or the table does not let them share there (no
+    /// pair entry, or a zero rate).
+    pub fn pair_speeds(&self, a: &JobSpec, b: &JobSpec, model: GpuModelId) -> Option<[f64; 2]> {
+        let (wa, wb) = (self.workload(a.id)?, self.workload(b.id)?);
+        let gpu = (*self.gpus.get(model.index())?)?;
+        let [ra, rb] = self.table.pair(wa, wb, gpu)?;
+        let sa = ra / self.table.reference_rate(wa, job_gpus(a)).ok()?;
+        let sb = rb / self.table.reference_rate(wb, job_gpus(b)).ok()?;
+        (sa > 0.0 && sb > 0.0).then_some([sa, sb])
     }
 
     /// The cluster GPU models `job` may use (present in the cluster, allowed by its

@@ -26,9 +26,10 @@ use super::types::{
 use crate::config::KubernetesConfig;
 use crate::engine::Engine;
 use crate::proto;
-use crate::world::{World, job_from_proto};
+use crate::world::{Workloads, World, job_from_proto};
 use lachesis_env::cluster::{FitStrategy, fits_empty};
 use lachesis_env::job::JobSpec;
+use lachesis_env::throughput::ThroughputTable;
 use lachesis_env::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -202,7 +203,7 @@ impl Extender {
     /// Filter (blocking: run it off the async runtime).
     pub fn filter(&self, args: ExtenderArgs) -> Result<ExtenderFilterResult, VerbError> {
         let p = self.prepare(args)?;
-        let (verdicts, _) = assess(&p)?;
+        let (verdicts, _) = assess(&p, self.engine.table())?;
         let mut result = ExtenderFilterResult::default();
         let mut passed = Vec::new();
         for (c, v) in p.candidates.into_iter().zip(verdicts) {
@@ -234,7 +235,7 @@ impl Extender {
         let this = self.clone();
         let (p, verdicts, snapshot) = blocking(move || {
             let p = this.prepare(args)?;
-            let (verdicts, snapshot) = assess(&p)?;
+            let (verdicts, snapshot) = assess(&p, this.engine.table())?;
             Ok((p, verdicts, snapshot))
         })
         .await?;
@@ -426,7 +427,7 @@ impl Extender {
             pending: vec![job.clone()],
             ..Default::default()
         };
-        let world = match World::build(&snapshot) {
+        let world = match World::build_typed(&snapshot, self.engine.table()) {
             Ok(w) => w,
             Err(e) => {
                 tracing::debug!(node = %node.name, error = %e, "k8s preempt: victims do not match the node's report; kept as proposed");
@@ -500,7 +501,14 @@ fn scaled(score: u32) -> i64 {
 
 /// The pod as the simulator's job (validated as a snapshot would validate it).
 fn job_spec(job: &proto::Job) -> Result<JobSpec, FieldError> {
-    job_from_proto(job, 0, TenantId(0), SimTime(job.wait_ms)).map_err(|e| FieldError {
+    job_from_proto(
+        job,
+        0,
+        TenantId(0),
+        SimTime(job.wait_ms),
+        Workloads::AsGiven,
+    )
+    .map_err(|e| FieldError {
         path: "Pod".into(),
         message: format!("as a job: {}", e.message),
     })
@@ -567,7 +575,10 @@ fn never_fits_on(node: &proto::Node, spec: &JobSpec) -> Result<(), String> {
 
 /// Verdicts for every candidate, and the snapshot of the nodes where the pod could ever fit
 /// with it pending (none when there are no such nodes).
-fn assess(p: &Prepared) -> Result<(Vec<Verdict>, Option<proto::Snapshot>), FieldError> {
+fn assess(
+    p: &Prepared,
+    table: Option<&Arc<ThroughputTable>>,
+) -> Result<(Vec<Verdict>, Option<proto::Snapshot>), FieldError> {
     let spec = job_spec(&p.job)?;
     let mut verdicts: Vec<Verdict> = p
         .candidates
@@ -597,11 +608,14 @@ fn assess(p: &Prepared) -> Result<(Vec<Verdict>, Option<proto::Snapshot>), Field
         running: Vec::new(),
         pending: vec![p.job.clone()],
     };
-    let scores = crate::score::score(&proto::ScoreRequest {
-        snapshot: Some(snapshot.clone()),
-        job: p.job.id.clone(),
-        nodes: Vec::new(),
-    })
+    let scores = crate::score::score(
+        &proto::ScoreRequest {
+            snapshot: Some(snapshot.clone()),
+            job: p.job.id.clone(),
+            nodes: Vec::new(),
+        },
+        table,
+    )
     .map_err(|s| field_error("Nodes", s.message().to_string()))?;
     let by_name: BTreeMap<&str, &proto::NodeScore> =
         scores.nodes.iter().map(|s| (s.node.as_str(), s)).collect();

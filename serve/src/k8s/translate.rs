@@ -18,6 +18,8 @@ pub const GPU_MILLI_ANNOTATION: &str = "lachesis.io/gpu-milli";
 pub const GPU_TYPES_ANNOTATION: &str = "lachesis.io/gpu-types";
 /// Annotation: `"true"` if the pod may be preempted by the service's decisions.
 pub const PREEMPTIBLE_ANNOTATION: &str = "lachesis.io/preemptible";
+/// Annotation: the pod's workload type in the service's throughput table (`Job.workload`).
+pub const WORKLOAD_ANNOTATION: &str = "lachesis.io/workload";
 /// The model given to a GPU node that carries none of the model labels.
 pub const UNLABELLED_GPU_MODEL: &str = "unlabelled";
 
@@ -298,6 +300,9 @@ pub fn pod_to_job(
         gpu_types: pod_gpu_types(pod, cfg)?,
         wait_ms,
         constraints: pod_constraints(pod).label_text(),
+        workload: annotations
+            .get(WORKLOAD_ANNOTATION)
+            .map_or_else(String::new, |w| w.trim().to_string()),
         ..Default::default()
     })
 }
@@ -650,6 +655,14 @@ mod tests {
         assert!(job.preemptible);
         assert_eq!(job.priority, 7);
         assert_eq!(job.gpu_types, ["H100"]);
+        assert_eq!(job.workload, "");
+        p.metadata
+            .annotations
+            .insert(WORKLOAD_ANNOTATION.into(), " LM (batch size 20) ".into());
+        assert_eq!(
+            pod_to_job(&p, &cfg(), 0).unwrap().workload,
+            "LM (batch size 20)"
+        );
 
         p.metadata
             .annotations

@@ -157,6 +157,13 @@ pub struct Bridge<C: SlurmCtl> {
     never_fit_logged: BTreeSet<u64>,
 }
 
+/// Why the bridge does not apply a share: Slurm allocates whole GPUs (`gres/gpu`) to one job.
+pub const SHARE_UNSUPPORTED: &str = "GPU sharing not applied: Slurm gives each GPU (gres/gpu) to \
+     one job, so a job cannot start on a GPU another job holds; it stays held";
+/// Why the bridge does not apply a resize: Slurm cannot grow a running job's allocation.
+pub const RESIZE_UNSUPPORTED: &str = "resize not applied: Slurm cannot grow or shrink a running \
+     job's allocation for the service; the job keeps running at its size";
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -505,6 +512,14 @@ impl<C: SlurmCtl> Bridge<C> {
             }
             self.ctl.release(&release)?;
             report.apply_ms += t.elapsed().as_secs_f64() * 1e3;
+            // What Slurm cannot express is reported, not applied: the jobs stay as they are.
+            for (p, why) in (answer.shares.iter().map(|p| (p, SHARE_UNSUPPORTED)))
+                .chain(answer.resizes.iter().map(|p| (p, RESIZE_UNSUPPORTED)))
+            {
+                let id = p.job.parse::<u64>().unwrap_or(0);
+                tracing::warn!(job = id, why, "not applied: Slurm cannot express it");
+                report.refused.push((id, why.to_string()));
+            }
             for id in &release {
                 self.state.released.insert(*id, now);
                 self.state.requeued.remove(id);

@@ -182,10 +182,22 @@ pub struct SlurmJob {
     /// parentheses are not supported: such a job goes to Slurm's own scheduler.
     pub constraint: Constraints,
     pub admin_comment: String,
+    /// The user's `--comment`: a `workload=NAME` word in it gives the job's workload type in
+    /// the service's throughput table.
+    pub comment: String,
     pub alloc: Vec<NodeAlloc>,
 }
 
 impl SlurmJob {
+    /// The workload type the job's `--comment` names: the text after `workload=` up to the
+    /// next `;` or the end (names may hold spaces: `--comment='workload=ResNet-50 (batch size
+    /// 64)'`).
+    pub fn workload(&self) -> Option<&str> {
+        let (_, rest) = self.comment.split_once("workload=")?;
+        let name = rest.split(';').next().unwrap_or("").trim();
+        (!name.is_empty()).then_some(name)
+    }
+
     /// Parses one record; the error names the job id and the field.
     pub fn parse(line: &str) -> Result<SlurmJob, String> {
         let f = fields(line);
@@ -379,6 +391,12 @@ impl SlurmJob {
             node_list: hosts("NodeList")?,
             constraint,
             admin_comment: text("AdminComment"),
+            // `workload=` inside the comment reads as a field of its own (no Slurm field is
+            // spelled so): put it back.
+            comment: match get(&f, "workload") {
+                Some(w) => format!("{} workload={w}", text("Comment")),
+                None => text("Comment"),
+            },
             alloc,
         })
     }
@@ -442,6 +460,17 @@ mod tests {
             };
             assert!(!n.usable(), "{state}");
         }
+    }
+
+    #[test]
+    fn the_comment_names_the_workload() {
+        let line = PENDING.replace(
+            "AdminComment=lachesis:managed ",
+            "AdminComment=lachesis:managed Comment=team x; workload=ResNet-50 (batch size 64); y ",
+        );
+        let j = SlurmJob::parse(&line).unwrap();
+        assert_eq!(j.workload(), Some("ResNet-50 (batch size 64)"));
+        assert_eq!(SlurmJob::parse(PENDING).unwrap().workload(), None);
     }
 
     #[test]

@@ -131,6 +131,10 @@ fn job_proto(
             .get(&job.id)
             .filter(|_| job.is_pending())
             .map(|at| now_s.saturating_mul(1000).saturating_sub(*at)),
+        workload: job.workload().unwrap_or_default().to_string(),
+        // Slurm cannot grow or shrink a running job's allocation for it: every job is rigid.
+        min_gpus: 0,
+        max_gpus: 0,
     }
 }
 

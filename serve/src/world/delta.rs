@@ -119,8 +119,15 @@ impl World {
         let mut submitted = Vec::with_capacity(order.len());
         for i in order {
             let job = &delta.submitted[i];
-            let spec = job_spec(job, EntryPath::Submitted(i), JobId(0), TenantId(0), now)
-                .map_err(in_delta)?;
+            let spec = job_spec(
+                job,
+                EntryPath::Submitted(i),
+                JobId(0),
+                TenantId(0),
+                now,
+                super::Workloads::Table(self.table.as_deref()),
+            )
+            .map_err(in_delta)?;
             if let Some(first) = names.insert(job.id.as_str(), i) {
                 return Err(bad_delta(
                     format!("submitted[{i}].id"),
@@ -250,6 +257,7 @@ impl World {
             Arc::make_mut(&mut self.jobs).push(spec);
             self.pending.insert(id);
         }
+        self.refresh_view();
         Ok(())
     }
 
@@ -327,6 +335,7 @@ impl World {
         (self.jobs, self.runtime, self.reserved) = (Arc::new(jobs), runtime, reserved);
         (self.tenants, self.tenant_ids) = (tenants, tenant_ids);
         self.departed = 0;
+        self.refresh_view();
     }
 
     /// The snapshot this world stands for, at its own clock: every running and pending job the
@@ -377,6 +386,12 @@ impl World {
                 idle_ms: rt.last_stop.map(|s| self.now.saturating_sub(s).ms()),
                 constraints: spec.constraints.label_text(),
                 distinct_nodes: spec.constraints.distinct_nodes,
+                workload: spec
+                    .workload
+                    .as_ref()
+                    .map_or_else(String::new, |w| w.as_str().to_string()),
+                min_gpus: spec.elastic.map_or(0, |e| e.min_gpus),
+                max_gpus: spec.elastic.map_or(0, |e| e.max_gpus),
             };
             match rt.state {
                 JobState::Running => {
@@ -711,5 +726,123 @@ mod tests {
             }
             assert_eq!(w.export(&snap.nodes, String::new()), before, "{path}");
         }
+    }
+}
+
+#[cfg(test)]
+mod typed_tests {
+    use super::*;
+    use lachesis_env::cluster::TaskPlacement;
+    use lachesis_env::policy::{Decision, Placement};
+
+    fn job(id: &str, workload: &str, gpus: u32) -> proto::Job {
+        proto::Job {
+            id: id.into(),
+            preemptible: true,
+            tasks: gpus,
+            gpus_per_task: 1,
+            cpu_milli: 1_000,
+            mem_mib: 1_024,
+            wait_ms: 1_000,
+            workload: workload.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A world with a shared GPU and an elastic job resized by a decision exports the snapshot
+    /// it stands for: workloads, ranges, both jobs on the shared GPU and the new size, and
+    /// that snapshot builds the same cluster again.
+    #[test]
+    fn shares_and_resizes_survive_an_export_and_a_rebuild() {
+        let table = Arc::new(lachesis_env::throughput::load_table("gavel").unwrap());
+        let mut elastic = job("e", "ResNet-18 (batch size 16)", 1);
+        (elastic.min_gpus, elastic.max_gpus) = (1, 4);
+        let on = |node: &str, gpu: u32| proto::TaskPlacement {
+            node: node.into(),
+            gpus: vec![gpu],
+        };
+        let snap = proto::Snapshot {
+            now_ms: 10_000,
+            nodes: vec![proto::Node {
+                name: "v0".into(),
+                gpu_model: "V100".into(),
+                gpus: 4,
+                cpu_milli: 32_000,
+                mem_mib: 64_000,
+                ..Default::default()
+            }],
+            running: vec![
+                proto::RunningJob {
+                    job: Some(job("r", "ResNet-50 (batch size 64)", 1)),
+                    tasks: vec![on("v0", 0)],
+                    run_ms: 500,
+                },
+                proto::RunningJob {
+                    job: Some(job("lm", "LM (batch size 20)", 1)),
+                    tasks: vec![on("v0", 0)],
+                    run_ms: 500,
+                },
+                proto::RunningJob {
+                    job: Some(elastic),
+                    tasks: vec![on("v0", 1)],
+                    run_ms: 500,
+                },
+            ],
+            ..Default::default()
+        };
+        let mut world = World::build_typed(&snap, Some(&table)).unwrap();
+        assert_eq!(world.cluster().shared_gpus().count(), 1);
+        assert_eq!(world.cluster().free_whole_gpus(NodeId(0)), 2);
+        let e = world.job_id("e").unwrap();
+        let resize = Decision {
+            resizes: vec![Placement {
+                job: e,
+                tasks: (1..3)
+                    .map(|g| TaskPlacement {
+                        node: NodeId(0),
+                        gpus: vec![g],
+                    })
+                    .collect(),
+            }],
+            ..Decision::default()
+        };
+        crate::shield::check(&world, &resize).unwrap();
+        // 3 GPUs: in range, but Gavel's table rates 1, 2, 4 and 8.
+        let mut unrated = resize.clone();
+        unrated.resizes[0].tasks.push(TaskPlacement {
+            node: NodeId(0),
+            gpus: vec![3],
+        });
+        let why = crate::shield::check(&world, &unrated).unwrap_err();
+        assert!(why.contains("does not rate"), "{why}");
+        world.apply(&resize).unwrap();
+        let out = world.export(&snap.nodes, "c".into());
+        let exported = |id: &str| {
+            out.running
+                .iter()
+                .find(|r| r.job.as_ref().unwrap().id == id)
+                .unwrap()
+        };
+        assert_eq!(exported("e").tasks.len(), 2);
+        assert_eq!(exported("e").run_ms, 0, "a resize restarts the run");
+        let ej = exported("e").job.as_ref().unwrap();
+        assert_eq!((ej.min_gpus, ej.max_gpus), (1, 4));
+        assert_eq!(
+            exported("lm").job.as_ref().unwrap().workload,
+            "LM (batch size 20)"
+        );
+        assert_eq!(out.nodes[0].gpu_free_milli, vec![0, 0, 0, 1000]);
+        let rebuilt = World::build_typed(&out, Some(&table)).unwrap();
+        assert_eq!(rebuilt.cluster().shared_gpus().count(), 1);
+        assert_eq!(rebuilt.cluster().free_whole_gpus(NodeId(0)), 1);
+        assert!(
+            rebuilt
+                .throughputs()
+                .unwrap()
+                .is_typed(rebuilt.job_id("lm").unwrap())
+        );
+        // Without the table, the typed snapshot is refused.
+        let e = World::build(&out).unwrap_err();
+        assert!(e.path.ends_with(".workload"), "{e}");
     }
 }

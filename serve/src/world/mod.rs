@@ -11,8 +11,11 @@ use lachesis_env::cluster::{
 };
 use lachesis_env::constraint::Constraints;
 use lachesis_env::gpu::GpuModel;
-use lachesis_env::job::{JobKind, JobSpec, Qos, TaskRequest};
-use lachesis_env::policy::{Decision, DecisionContext, JobRuntime, JobState, Placement};
+use lachesis_env::job::{Elastic, JobKind, JobSpec, Qos, TaskRequest, WorkloadType};
+use lachesis_env::policy::{
+    Decision, DecisionContext, JobRuntime, JobState, Placement, ThroughputView,
+};
+use lachesis_env::throughput::ThroughputTable;
 use lachesis_env::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime, TenantId};
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -86,11 +89,26 @@ pub struct World {
     /// The only label keys the nodes keep, where the snapshot's label sets were too many to
     /// keep them all (`build_spec`); `None`: every label kept.
     label_keys: Option<Arc<BTreeSet<String>>>,
+    /// The service's throughput table, which jobs' workload types name; `None`: no job is
+    /// typed.
+    table: Option<Arc<ThroughputTable>>,
+    /// The table resolved against this world's jobs and cluster, for policies and the shield
+    /// (rebuilt whenever the jobs change: `refresh_view`).
+    view: Option<Arc<ThroughputView>>,
 }
 
 impl World {
-    /// Validates `snapshot` and builds the world it describes.
+    /// Validates `snapshot` and builds the world it describes, without a throughput table (a
+    /// job with a workload type is refused).
     pub fn build(snapshot: &proto::Snapshot) -> Result<World, SnapshotError> {
+        World::build_typed(snapshot, None)
+    }
+
+    /// [`Self::build`] with the throughput table jobs' `workload` types are read against.
+    pub fn build_typed(
+        snapshot: &proto::Snapshot,
+        table: Option<&Arc<ThroughputTable>>,
+    ) -> Result<World, SnapshotError> {
         let (spec, label_keys) = build_spec(&snapshot.nodes, &referenced_keys(snapshot))?;
         let spec = Arc::new(spec);
         let node_ids: Map<String, NodeId> = spec
@@ -155,7 +173,14 @@ impl World {
             let e = &entries[i];
             let id = JobId(jobs.len() as u32);
             let tenant = intern(&mut tenants, &mut tenant_ids, &e.job.tenant);
-            let mut spec_job = job_spec(e.job, e.path, id, tenant, now)?;
+            let mut spec_job = job_spec(
+                e.job,
+                e.path,
+                id,
+                tenant,
+                now,
+                Workloads::Table(table.map(|t| &**t)),
+            )?;
             if e.running.is_some() {
                 // Constraints steer placements; a running job's is Kubernetes' or Slurm's.
                 spec_job.constraints = Constraints::default();
@@ -228,6 +253,10 @@ impl World {
 
         let mut state = ClusterState::new(Arc::clone(&spec));
         let mut load = Vec::with_capacity(placements.len());
+        // A second 1-GPU job on a GPU a 1-GPU job already holds shares it (loaded after the
+        // others, by `allocate_shared`, which takes the GPU's capacity once).
+        let mut one_gpu_holders: Map<(NodeId, u8), JobId> = Map::default();
+        let mut shared = Vec::new();
         for (id, run_index, tasks) in &placements {
             let job = &jobs[id.index()];
             let path = RunTasks(*run_index);
@@ -251,6 +280,15 @@ impl World {
                     .collect::<Result<Vec<u8>, _>>()?;
                 placed.push(TaskPlacement { node, gpus });
             }
+            if let [t] = placed.as_slice()
+                && let [gpu] = t.gpus.as_slice()
+                && job.task.gpus == 1
+                && job.task.gpu_milli == GPU_MILLI
+                && one_gpu_holders.insert((t.node, *gpu), *id).is_some()
+            {
+                shared.push((*run_index, job, placed));
+                continue;
+            }
             load.push((job, placed));
         }
         // One index rebuild for all running jobs rather than one update per task.
@@ -268,6 +306,18 @@ impl World {
                 ),
             )
         })?;
+        for (run_index, job, placed) in shared {
+            state.allocate_shared(job, placed).map_err(|e| {
+                let why = match &e {
+                    StateError::Infeasible { reason, .. } => describe(reason, &spec),
+                    other => other.to_string(),
+                };
+                bad(
+                    RunTasks(run_index).to_string(),
+                    format!("job {:?} cannot share this GPU: {why}", job.name),
+                )
+            })?;
+        }
 
         let mut world = World {
             now,
@@ -285,9 +335,12 @@ impl World {
             newest_submit,
             fits,
             label_keys: label_keys.map(Arc::new),
+            table: table.cloned(),
+            view: None,
         };
         world.reserve_unlisted(&snapshot.nodes)?;
         world.reserved = real_jobs..world.jobs.len();
+        world.refresh_view();
         Ok(world)
     }
 
@@ -397,7 +450,29 @@ impl World {
         }
     }
 
-    /// What a policy sees: this world at its `now`.
+    /// Resolves the throughput table against the jobs as they are now (after they change).
+    pub(crate) fn refresh_view(&mut self) {
+        self.view = self.table.as_ref().map(|t| {
+            Arc::new(ThroughputView::new(
+                Arc::clone(t),
+                &self.jobs,
+                Arc::clone(self.cluster.get_mut().spec_arc()),
+            ))
+        });
+    }
+
+    /// The throughput table resolved against this world (`None`: no table configured).
+    pub fn throughputs(&self) -> Option<&Arc<ThroughputView>> {
+        self.view.as_ref()
+    }
+
+    /// The service's throughput table, if one is configured.
+    pub fn table(&self) -> Option<&Arc<ThroughputTable>> {
+        self.table.as_ref()
+    }
+
+    /// What a policy sees: this world at its `now`, with the throughput table when there is
+    /// one.
     pub fn context(&self) -> DecisionContext<'_> {
         DecisionContext::new(
             self.now,
@@ -406,6 +481,7 @@ impl World {
             &self.pending,
             &self.cluster,
         )
+        .with_throughputs(self.view.as_ref())
     }
     pub fn now(&self) -> SimTime {
         self.now
@@ -457,12 +533,14 @@ impl World {
             .filter(|j| self.runtime[j.index()].state == JobState::Pending)
             .collect();
     }
-    /// Applies a decision the shield accepted: victims back to the queue, placements running.
+    /// Applies a decision the shield accepted, in the simulator's order: victims back to the
+    /// queue, elastic jobs resized (each restarts its run), placements running, shares
+    /// running beside their GPU's holder.
     pub fn apply(&mut self, decision: &Decision) -> Result<(), String> {
         let state = self.cluster.get_mut();
         for v in &decision.preemptions {
-            state.preempt(*v).map_err(|e| e.to_string())?;
-            let gpu_milli = self.jobs[v.index()].gpu_milli_total();
+            let old = state.preempt(*v).map_err(|e| e.to_string())?;
+            let gpu_milli = allocated_milli(&old);
             let rt = &mut self.runtime[v.index()];
             let ran = self
                 .now
@@ -475,11 +553,35 @@ impl World {
             rt.state = JobState::Pending;
             self.pending.insert(*v);
         }
-        for p in &decision.placements {
+        for p in &decision.resizes {
             let job = &self.jobs[p.job.index()];
-            state
-                .allocate(job, p.tasks.clone())
+            let old = state
+                .resize(job, p.tasks.clone())
                 .map_err(|e| e.to_string())?;
+            // The run so far counts at its old size; the new run starts now.
+            let gpu_milli = allocated_milli(&old);
+            let rt = &mut self.runtime[p.job.index()];
+            let ran = self
+                .now
+                .saturating_sub(rt.run_start.unwrap_or(self.now))
+                .ms();
+            rt.attained_ms += ran;
+            rt.attained_gpu_milli_ms += u128::from(ran) * u128::from(gpu_milli);
+            rt.run_start = Some(self.now);
+        }
+        let starts = (decision.placements.iter().map(|p| (p, false)))
+            .chain(decision.shares.iter().map(|p| (p, true)));
+        for (p, share) in starts {
+            let job = &self.jobs[p.job.index()];
+            if share {
+                state
+                    .allocate_shared(job, p.tasks.clone())
+                    .map_err(|e| e.to_string())?;
+            } else {
+                state
+                    .allocate(job, p.tasks.clone())
+                    .map_err(|e| e.to_string())?;
+            }
             let rt = &mut self.runtime[p.job.index()];
             rt.state = JobState::Running;
             rt.run_start = Some(self.now);
@@ -503,6 +605,11 @@ impl World {
                 .collect(),
         }
     }
+}
+
+/// The milli-GPU an allocation holds (an elastic job's may differ from its request's size).
+fn allocated_milli(a: &lachesis_env::cluster::Allocation) -> u64 {
+    a.tasks.len() as u64 * a.task.gpu_milli_total()
 }
 
 /// The id of tenant `name`, added on first sight.
@@ -777,12 +884,14 @@ fn check_name(name: &str, path: impl FnOnce() -> String) -> Result<(), SnapshotE
 }
 
 /// A snapshot job as the simulator's `JobSpec` (id 0, tenant as given), submitted `wait_ms`
-/// before `now`; the error names `path` (e.g. `pending[3]`).
+/// before `now`, its workload read as `workloads` says; the error names `path` (e.g.
+/// `pending[3]`).
 pub fn job_from_proto(
     job: &proto::Job,
     pending_index: usize,
     tenant: TenantId,
     now: SimTime,
+    workloads: Workloads<'_>,
 ) -> Result<JobSpec, SnapshotError> {
     job_spec(
         job,
@@ -790,7 +899,18 @@ pub fn job_from_proto(
         JobId(0),
         tenant,
         now,
+        workloads,
     )
+}
+
+/// How a job's `workload` is read.
+#[derive(Debug, Clone, Copy)]
+pub enum Workloads<'a> {
+    /// Against the service's table: a name the table lacks is refused, and any name when
+    /// there is no table (`None`).
+    Table(Option<&'a ThroughputTable>),
+    /// Kept as given, unchecked (replaying a decision log, where only the name is carried).
+    AsGiven,
 }
 
 /// `running[i].tasks` (formatted only for errors).
@@ -828,6 +948,7 @@ fn job_spec(
     id: JobId,
     tenant: TenantId,
     now: SimTime,
+    workloads: Workloads<'_>,
 ) -> Result<JobSpec, SnapshotError> {
     let field = |f: &str| format!("{path}.{f}");
     check_name(&job.id, || field("id"))?;
@@ -913,6 +1034,50 @@ fn job_spec(
         }
         e => e.map(SimTime),
     };
+    let workload = match job.workload.trim() {
+        "" => None,
+        name if task.gpus == 0 => {
+            return Err(bad(
+                field("workload"),
+                format!("workload {name:?} given for a job of 0 GPUs"),
+            ));
+        }
+        name => match workloads {
+            Workloads::AsGiven => WorkloadType::new(name),
+            Workloads::Table(None) => {
+                return Err(bad(
+                    field("workload"),
+                    format!(
+                        "workload {name:?} given, but the service has no throughput table \
+                         (serve.toml `throughputs`)"
+                    ),
+                ));
+            }
+            Workloads::Table(Some(table)) => {
+                let id = table.workload(name).map_err(|_| {
+                    let known: Vec<&str> = table.workloads().iter().map(|w| w.as_str()).collect();
+                    bad(
+                        field("workload"),
+                        format!(
+                            "workload {name:?} is not in throughput table {} (it has {})",
+                            table.name(),
+                            short_list(&known, 12)
+                        ),
+                    )
+                })?;
+                Some(table.workload_name(id).clone())
+            }
+        },
+    };
+    let elastic = match (job.min_gpus, job.max_gpus) {
+        (0, 0) => None,
+        (min_gpus, max_gpus) => {
+            let e = Elastic { min_gpus, max_gpus };
+            e.validate(tasks, &task)
+                .map_err(|m| bad(field("min_gpus"), m))?;
+            Some(e)
+        }
+    };
     Ok(JobSpec {
         id,
         name: job.id.clone(),
@@ -926,10 +1091,19 @@ fn job_spec(
         preemptible: job.preemptible,
         kind,
         estimate,
-        workload: None,
+        workload,
         constraints,
-        elastic: None,
+        elastic,
     })
+}
+
+/// `items` joined by ", ", the first `at_most` of them and how many more.
+fn short_list(items: &[&str], at_most: usize) -> String {
+    let mut text = items[..items.len().min(at_most)].join(", ");
+    if items.len() > at_most {
+        text.push_str(&format!(" and {} more", items.len() - at_most));
+    }
+    text
 }
 
 #[cfg(test)]
