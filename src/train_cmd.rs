@@ -35,6 +35,9 @@ pub struct Args {
     /// Override a config field, e.g. `--set ppo.total_steps=20000` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// With --from and --trace: the table the trace's typed jobs run at, and how it is typed.
+    #[command(flatten)]
+    pub hetero: crate::simulate::HeteroArgs,
     /// The model directory to write.
     #[arg(short = 'o', long)]
     pub out: PathBuf,
@@ -85,6 +88,21 @@ pub const CARD_BASELINES: &[&str] = &[
     "drf/best-fit",
 ];
 
+/// The card's further baselines on a trace typed by a throughput table: the
+/// heterogeneity-aware, sharing and elastic heuristics (`docs/heterogeneity.md`).
+pub const CARD_TYPED_BASELINES: &[&str] = &[
+    "fifo/fastest",
+    "tiresias/fastest/las-preempt",
+    "het-las/fastest/las-preempt",
+    "fifo/fastest/colocate",
+];
+
+/// The card's elastic baselines, on a trace with elastic jobs.
+pub const CARD_ELASTIC_BASELINES: &[&str] = &[
+    "fifo/fastest/elastic",
+    "tiresias/fastest/las-preempt/elastic",
+];
+
 pub fn run(args: &Args) -> Result<()> {
     let cfg = resolve_config(args)?;
     let manifest = if args.card_only {
@@ -99,14 +117,25 @@ pub fn run(args: &Args) -> Result<()> {
                     .with_context(|| format!("{}: spread {}", d.trace, d.spread))?;
             }
             trace.name = d.label();
+            let hetero = crate::simulate::HeteroArgs {
+                throughputs: d.throughputs.clone(),
+                assign_workloads: d.assign_workloads.clone(),
+                assign_elastic: d.assign_elastic.clone(),
+            };
+            let trace = hetero
+                .assign(trace)
+                .with_context(|| format!("{}: workload types", d.trace))?;
             let cluster = Arc::new(
-                resolve_cluster(&d.cluster, &trace)
-                    .with_context(|| format!("{}: cluster `{}`", d.trace, d.cluster))?,
+                hetero.name_cluster(
+                    resolve_cluster(&d.cluster, &trace)
+                        .with_context(|| format!("{}: cluster `{}`", d.trace, d.cluster))?,
+                ),
             );
             datasets.push(Dataset {
-                name: d.label(),
+                name: trace.name.clone(),
                 trace,
                 cluster,
+                throughputs: d.throughputs.clone(),
             });
         }
         let options = RunOptions {
@@ -155,6 +184,25 @@ pub fn run(args: &Args) -> Result<()> {
         let model = format!("rl:{}", args.out.display());
         let mut policies = vec![model.clone()];
         policies.extend(CARD_BASELINES.iter().map(|s| s.to_string()));
+        if d.throughputs.is_some() {
+            policies.extend(CARD_TYPED_BASELINES.iter().map(|s| s.to_string()));
+        }
+        if d.assign_elastic.is_some() {
+            policies.extend(CARD_ELASTIC_BASELINES.iter().map(|s| s.to_string()));
+        }
+        let hetero = crate::simulate::HeteroArgs {
+            throughputs: d.throughputs.clone(),
+            assign_workloads: d.assign_workloads.clone(),
+            assign_elastic: d.assign_elastic.clone(),
+        };
+        let hetero_flags: String = [
+            ("--throughputs", &d.throughputs),
+            ("--assign-workloads", &d.assign_workloads),
+            ("--assign-elastic", &d.assign_elastic),
+        ]
+        .iter()
+        .filter_map(|(flag, v)| v.as_ref().map(|v| format!(" {flag} {v}")))
+        .collect();
         let compare = crate::compare::Args {
             trace: PathBuf::from(&d.trace),
             format: d.format.clone(),
@@ -173,7 +221,7 @@ pub fn run(args: &Args) -> Result<()> {
             out: out.clone(),
             threads: None,
             resamples: 2000,
-            hetero: Default::default(),
+            hetero,
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;
@@ -183,9 +231,9 @@ pub fn run(args: &Args) -> Result<()> {
             String::new()
         };
         let command = format!(
-            "lachesis compare --trace {}{spread} --cluster {} --split {},{} --part validation \
-             --windows {} --window-jobs {} --load {} --seeds {} --tick 10m --baseline rl:{} \
-             --policies rl:{},{} --out {}",
+            "lachesis compare --trace {}{spread} --cluster {}{hetero_flags} --split {},{} \
+             --part validation --windows {} --window-jobs {} --load {} --seeds {} --tick 10m \
+             --baseline rl:{} --policies {} --out {}",
             d.trace,
             d.cluster,
             cfg.split.train,
@@ -195,8 +243,7 @@ pub fn run(args: &Args) -> Result<()> {
             compare.load.join(","),
             args.card_seeds,
             args.out.display(),
-            args.out.display(),
-            CARD_BASELINES.join(","),
+            compare.policies.join(","),
             out.display()
         );
         let report = std::fs::read_to_string(out.join("report.md"))
@@ -212,6 +259,16 @@ pub fn run(args: &Args) -> Result<()> {
 /// The run's config: `--config` with its overrides (and `--from` as `init`), or the quick
 /// fine-tuning recipe (`quick_recipe`) on `--trace`.
 fn resolve_config(args: &Args) -> Result<TrainConfig> {
+    if args.config.is_some()
+        && (args.hetero.throughputs.is_some()
+            || args.hetero.assign_workloads.is_some()
+            || args.hetero.assign_elastic.is_some())
+    {
+        anyhow::bail!(
+            "--throughputs, --assign-workloads and --assign-elastic go with --from and --trace; \
+             with --config, give them in the [[data]] entries"
+        );
+    }
     let mut cfg = if let Some(path) = &args.config {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -232,6 +289,9 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
             format: args.format.clone(),
             cluster: args.cluster.clone(),
             spread: 1.0,
+            throughputs: args.hetero.throughputs.clone(),
+            assign_workloads: args.hetero.assign_workloads.clone(),
+            assign_elastic: args.hetero.assign_elastic.clone(),
         };
         let quick = quick_recipe(base, data, jobs);
         TrainConfig::parse(&quick.to_toml(), &args.set)

@@ -302,6 +302,26 @@ fn bad_configs_and_model_paths_are_named() {
         "{stderr}"
     );
 
+    // Typing a trace needs the table its jobs run at.
+    fs::write(
+        &config,
+        "[[data]]\ntrace = \"traces/itp/cluster10.csv\"\nassign_workloads = \"gavel\"\n",
+    )
+    .expect("writable");
+    let out = lachesis(&[
+        "train",
+        "--config",
+        config.to_str().expect("UTF-8"),
+        "--out",
+        dir.join("m").to_str().expect("UTF-8"),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("assign_workloads") && stderr.contains("need throughputs"),
+        "{stderr}"
+    );
+
     let out = lachesis(&[
         "simulate",
         "--trace",

@@ -209,6 +209,7 @@ fn a_tiny_training_run_improves_its_objective() {
         name: "synthetic".into(),
         trace,
         cluster: spec,
+        throughputs: None,
     }];
     let cfg = TrainConfig::parse(
         r#"
@@ -296,6 +297,7 @@ fn input_baselines_a_curriculum_and_dagger_train_end_to_end() {
         name: "synthetic".into(),
         trace,
         cluster: spec,
+        throughputs: None,
     }];
     let base = r#"
 seed = 4
@@ -399,6 +401,7 @@ fn training_resumes_from_its_checkpoint() {
         name: "synthetic".into(),
         trace: synthetic_trace(600, &spec, 1.0, 8),
         cluster: spec,
+        throughputs: None,
     }];
     let text = r#"
 seed = 2
@@ -467,6 +470,7 @@ fn an_oracle_teacher_reads_each_windows_durations() {
         name: "synthetic".into(),
         trace: synthetic_trace(900, &spec, 1.2, 5),
         cluster: spec,
+        throughputs: None,
     }];
     // 30-job windows and 1,200 samples: dozens of episodes, so teachers are rebuilt on new
     // windows many times (a teacher left with another window's durations would index past
@@ -517,4 +521,95 @@ baselines = ["fifo/best-fit"]
         .expect("bc/teacher_exact_fraction logged");
     assert!(exact.value > 0.9, "teacher exact fraction {}", exact.value);
     LearnedPolicy::load(&out, "rl").unwrap();
+}
+
+/// A trace typed by Gavel's rule on a K80 and V100 cluster, trained with Gavel's table: the
+/// teachers replayed and the baselines run at the table's rates, and the heuristics that read
+/// the table (`fastest`, `colocate`) build and compete. Without the table, a teacher that
+/// reads rates is refused, naming the table.
+#[test]
+fn a_typed_trace_trains_with_its_throughput_table() {
+    use lachesis_env::throughput::{WorkloadRule, assign_workloads};
+    let spec = Arc::new(load_cluster("2x4:V100+2x4:K80").expect("a valid shape"));
+    let untyped = synthetic_trace(600, &spec, 1.0, 5);
+    let (trace, _) = assign_workloads(&untyped, WorkloadRule::Gavel, 3);
+    assert!(trace.jobs().iter().any(|j| j.workload.is_some()));
+    let cfg = TrainConfig::parse(
+        r#"
+seed = 2
+threads = 2
+[split]
+train = 0.7
+validation = 0.2
+[windows]
+jobs = 40
+pool = 4
+loads = [1.0]
+[env.sim]
+skip_unplaceable = true
+record_timeline = false
+[bc]
+teacher = "replay"
+candidates = ["fifo/best-fit", "fifo/fastest", "fifo/fastest/colocate"]
+replay_windows = 2
+samples = 256
+epochs = 1
+dagger_rounds = 0
+[ppo]
+total_steps = 256
+num_envs = 2
+num_steps = 64
+[eval]
+every = 4
+windows = 1
+loads = [1.0]
+baselines = ["fifo/best-fit", "fifo/fastest"]
+"#,
+        &[],
+    )
+    .unwrap();
+    let typed = |throughputs: Option<&str>| Dataset {
+        name: "typed".into(),
+        trace: trace.clone(),
+        cluster: Arc::clone(&spec),
+        throughputs: throughputs.map(str::to_string),
+    };
+    let out = scratch("typed-train");
+    let manifest = train(
+        &cfg,
+        &[typed(Some("gavel"))],
+        &out,
+        &RunOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let data = &manifest.training.data[0];
+    let score = |name: &str| {
+        data.teacher_scores
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+            .unwrap()
+    };
+    assert!(score("fifo/fastest/colocate").is_finite(), "{data:?}");
+    // Typed jobs run at the table's rates: placing by them changes the outcome.
+    assert_ne!(score("fifo/fastest"), score("fifo/best-fit"), "{data:?}");
+    assert!(
+        manifest
+            .validation
+            .iter()
+            .any(|r| r.policy == "fifo/fastest"),
+        "{:?}",
+        manifest.validation
+    );
+    let e = train(
+        &cfg,
+        &[typed(None)],
+        &scratch("untyped-train"),
+        &RunOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("bc.teacher") && e.contains("throughput"), "{e}");
 }

@@ -44,6 +44,18 @@ pub struct DataConfig {
     /// another regime, for training that covers regimes no single trace shows. 1 keeps it.
     #[serde(default = "one")]
     pub spread: f64,
+    /// The throughput table typed jobs run at (`gavel`, `sia` or a table file; as
+    /// `--throughputs`): the simulator, the teachers and the baselines of this trace read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughputs: Option<String>,
+    /// Types the trace's GPU jobs by Gavel's or Sia's rule (`gavel[:SEED]`, `sia[:SEED]`; as
+    /// `--assign-workloads`). Needs `throughputs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assign_workloads: Option<String>,
+    /// Makes typed jobs elastic by Pollux's rule (`pollux`; as `--assign-elastic`). Needs
+    /// `throughputs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assign_elastic: Option<String>,
 }
 
 fn auto() -> String {
@@ -250,6 +262,9 @@ impl Default for TrainConfig {
                 format: None,
                 cluster: "auto".into(),
                 spread: 1.0,
+                throughputs: None,
+                assign_workloads: None,
+                assign_elastic: None,
             }],
             split: SplitConfig::default(),
             windows: WindowConfig::default(),
@@ -473,6 +488,15 @@ impl TrainConfig {
             return Err(format!(
                 "data: {}: spread must be a finite exponent >= 0, got {}",
                 d.trace, d.spread
+            ));
+        }
+        if let Some(d) = self.data.iter().find(|d| {
+            d.throughputs.is_none() && (d.assign_workloads.is_some() || d.assign_elastic.is_some())
+        }) {
+            return Err(format!(
+                "data: {}: assign_workloads and assign_elastic need throughputs (the table the \
+                 typed jobs run at)",
+                d.trace
             ));
         }
         let fraction = |f: f64| f.is_finite() && f > 0.0 && f < 1.0;

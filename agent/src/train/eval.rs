@@ -4,8 +4,9 @@ use crate::manifest::ValidationRow;
 use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::Summary;
-use lachesis_env::policy::Policy;
+use lachesis_env::policy::{Policy, PolicyOptions, build_policy_with};
 use lachesis_env::sim::{SimConfig, Simulator};
+use lachesis_env::throughput::{ThroughputTable, load_table};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -16,6 +17,40 @@ pub struct EvalUnit {
     pub cluster: Arc<ClusterSpec>,
     pub seed: u64,
     pub label: String,
+    /// The throughput table typed jobs run at (`None`: untyped).
+    pub throughputs: Option<Arc<Throughputs>>,
+}
+
+/// Builds a fresh policy for a unit (the unit's table for the heuristics that read one).
+pub type PolicyBuilder<'a> = dyn Fn(&EvalUnit) -> Result<Box<dyn Policy>, String> + Sync + 'a;
+
+/// A throughput table as configured (`gavel`, `sia` or a file) and loaded once.
+#[derive(Debug)]
+pub struct Throughputs {
+    pub spec: String,
+    pub table: Arc<ThroughputTable>,
+}
+
+impl Throughputs {
+    pub fn load(spec: &str) -> Result<Throughputs, String> {
+        let table = load_table(spec).map_err(|e| format!("throughputs {spec}: {e}"))?;
+        Ok(Throughputs {
+            spec: spec.to_string(),
+            table: Arc::new(table),
+        })
+    }
+}
+
+/// The heuristic `name` as it runs with `throughputs` (the parts that read rates need it).
+pub fn heuristic(
+    name: &str,
+    throughputs: Option<&Arc<Throughputs>>,
+) -> Result<Box<dyn Policy>, String> {
+    let options = PolicyOptions {
+        throughputs: throughputs.map(|t| Arc::clone(&t.table)),
+        ..PolicyOptions::default()
+    };
+    build_policy_with(name, &options).map_err(|e| e.to_string())
 }
 
 /// What one unit measured.
@@ -28,7 +63,7 @@ pub struct UnitResult {
 /// unit order.
 pub fn evaluate(
     units: &[EvalUnit],
-    build: &(dyn Fn() -> Result<Box<dyn Policy>, String> + Sync),
+    build: &PolicyBuilder<'_>,
     tick_s: f64,
     threads: usize,
 ) -> Result<Vec<UnitResult>, String> {
@@ -60,19 +95,16 @@ pub fn evaluate(
     results.into_iter().map(|(_, r)| r).collect()
 }
 
-fn run_unit(
-    unit: &EvalUnit,
-    build: &(dyn Fn() -> Result<Box<dyn Policy>, String> + Sync),
-    tick_s: f64,
-) -> Result<UnitResult, String> {
+fn run_unit(unit: &EvalUnit, build: &PolicyBuilder<'_>, tick_s: f64) -> Result<UnitResult, String> {
     let cfg = SimConfig {
         seed: unit.seed,
         tick_s,
         skip_unplaceable: true,
         record_timeline: false,
+        throughputs: unit.throughputs.as_ref().map(|t| t.spec.clone()),
         ..SimConfig::default()
     };
-    let mut policy = build()?;
+    let mut policy = build(unit)?;
     let sim = Simulator::new(&unit.trace, Arc::clone(&unit.cluster), &cfg)
         .map_err(|e| format!("{}: {e}", unit.label))?;
     let r = sim.run(policy.as_mut(), &mut |_| {});

@@ -120,7 +120,7 @@ pub(crate) fn improve(
         let model = run.model_mut().valid();
         let results = evaluate(
             units,
-            &|| Ok(Box::new(LearnedPolicy::new("learned", &model, &cfg.env)) as _),
+            &|_| Ok(Box::new(LearnedPolicy::new("learned", &model, &cfg.env)) as _),
             cfg.eval.tick_s,
             threads,
         )
@@ -202,10 +202,10 @@ fn label_round(
                 message: "no training window".into(),
             })?;
         let build = || {
-            lachesis_env::policy::build_policy(&p.teacher, 0)
+            super::build_teacher(&p.teacher, window, p.throughputs.as_ref())
                 .map_err(|e| EnvError::Config(format!("improve teacher: {e}")))
         };
-        let mut env = SchedEnv::new(window, std::sync::Arc::clone(&p.cluster), cfg.env.clone())
+        let mut env = SchedEnv::new(window, std::sync::Arc::clone(&p.cluster), p.env.clone())
             .map_err(env_err)?;
         let (_, info) = env.reset(rng.random()).map_err(env_err)?;
         if info.end.is_some() {

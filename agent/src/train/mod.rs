@@ -32,7 +32,9 @@ use crate::model::{Scorer, ScorerConfig};
 use crate::tensorboard::SummaryWriter;
 use burn::module::Module;
 use burn::tensor::Device;
+use eval::{Throughputs, heuristic};
 use lachesis_env::cluster::ClusterSpec;
+use lachesis_env::gym::EnvConfig;
 use lachesis_env::gym::window_pool;
 use lachesis_env::job::Trace;
 use lachesis_env::sim::scale_to_load;
@@ -48,6 +50,8 @@ pub struct Dataset {
     pub name: String,
     pub trace: Trace,
     pub cluster: Arc<ClusterSpec>,
+    /// The throughput table its typed jobs run at (`gavel`, `sia` or a file); `None`: untyped.
+    pub throughputs: Option<String>,
 }
 
 /// A training run that failed (the message names the file or field).
@@ -91,6 +95,10 @@ pub struct Progress {
 pub(crate) struct Prepared {
     pub name: String,
     pub cluster: Arc<ClusterSpec>,
+    /// The throughput table its typed jobs run at.
+    pub throughputs: Option<Arc<Throughputs>>,
+    /// The environment of its episodes: the run's, with this trace's table.
+    pub env: EnvConfig,
     /// Training windows, each scaled to each training load.
     pub pool: Vec<Trace>,
     pub validation: Vec<EvalUnit>,
@@ -106,6 +114,12 @@ fn prepare(cfg: &TrainConfig, datasets: &[Dataset]) -> Result<Vec<Prepared>, Tra
             name: d.name.clone(),
             message,
         };
+        let throughputs = match &d.throughputs {
+            Some(spec) => Some(Arc::new(Throughputs::load(spec).map_err(data_err)?)),
+            None => None,
+        };
+        let mut env = cfg.env.clone();
+        env.sim.throughputs = d.throughputs.clone();
         let split = split_by_time(&d.trace, cfg.split.train, cfg.split.validation)
             .map_err(|e| data_err(e.to_string()))?;
         let jobs = cfg.windows.jobs;
@@ -137,6 +151,7 @@ fn prepare(cfg: &TrainConfig, datasets: &[Dataset]) -> Result<Vec<Prepared>, Tra
                         cluster: Arc::clone(&d.cluster),
                         seed,
                         label: format!("{} w{w} load {load} seed {seed}", d.name),
+                        throughputs: throughputs.clone(),
                     });
                 }
             }
@@ -144,6 +159,8 @@ fn prepare(cfg: &TrainConfig, datasets: &[Dataset]) -> Result<Vec<Prepared>, Tra
         out.push(Prepared {
             name: d.name.clone(),
             cluster: Arc::clone(&d.cluster),
+            throughputs,
+            env,
             pool,
             validation,
             record: DataRecord {
@@ -183,7 +200,7 @@ pub fn select_teacher(
     for c in candidates {
         let results = evaluate(
             units,
-            &|| lachesis_env::policy::build_policy(c, 0).map_err(|e| e.to_string()),
+            &|u| heuristic(c, u.throughputs.as_ref()),
             tick_s,
             threads,
         )
@@ -241,6 +258,7 @@ fn choose_teachers(
                 cluster: Arc::clone(&p.cluster),
                 seed: i as u64,
                 label: format!("{} training window {i}", p.name),
+                throughputs: p.throughputs.clone(),
             })
             .collect();
         progress(Progress {
@@ -283,9 +301,11 @@ pub fn is_oracle(name: &str) -> bool {
 pub(crate) fn build_teacher(
     name: &str,
     trace: &lachesis_env::job::Trace,
+    throughputs: Option<&Arc<Throughputs>>,
 ) -> Result<Box<dyn lachesis_env::policy::Policy>, lachesis_env::policy::PolicyError> {
     let options = lachesis_env::policy::PolicyOptions {
         oracle_durations: is_oracle(name).then(|| trace.true_durations().into()),
+        throughputs: throughputs.map(|t| Arc::clone(&t.table)),
         ..lachesis_env::policy::PolicyOptions::default()
     };
     lachesis_env::policy::build_policy_with(name, &options)
@@ -300,6 +320,12 @@ pub fn train(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Manifest, TrainError> {
     cfg.validate().map_err(TrainError::Config)?;
+    let started = Instant::now();
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    let mut prepared = prepare(cfg, datasets)?;
+    // Every teacher and baseline must build (with a table when some trace has one: the parts
+    // that read rates need it).
+    let any_table = prepared.iter().find_map(|p| p.throughputs.as_ref());
     let teachers: Vec<&String> = if cfg.bc.teacher == REPLAY_TEACHER {
         cfg.bc.candidates.iter().collect()
     } else {
@@ -310,16 +336,12 @@ pub fn train(
     for teacher in teachers {
         let empty = lachesis_env::job::Trace::new("check", Vec::new(), Vec::new(), Vec::new())
             .map_err(|e| TrainError::Config(format!("bc.teacher: {e}")))?;
-        build_teacher(teacher, &empty)
+        build_teacher(teacher, &empty, any_table)
             .map_err(|e| TrainError::Config(format!("bc.teacher: {e}")))?;
     }
     for b in &cfg.eval.baselines {
-        lachesis_env::policy::build_policy(b, 0)
-            .map_err(|e| TrainError::Config(format!("eval.baselines: {e}")))?;
+        heuristic(b, any_table).map_err(|e| TrainError::Config(format!("eval.baselines: {e}")))?;
     }
-    let started = Instant::now();
-    std::fs::create_dir_all(out).map_err(io(out))?;
-    let mut prepared = prepare(cfg, datasets)?;
     let device = Device::flex().autodiff();
     let threads = if cfg.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -347,7 +369,7 @@ pub fn train(
         .map(|b| {
             let results = evaluate(
                 &units,
-                &|| lachesis_env::policy::build_policy(b, 0).map_err(|e| e.to_string()),
+                &|u| heuristic(b, u.throughputs.as_ref()),
                 cfg.eval.tick_s,
                 threads,
             )
@@ -414,7 +436,7 @@ pub fn train(
         None => {
             let results = evaluate(
                 &units,
-                &|| Ok(Box::new(crate::LearnedPolicy::new("learned", &best, &cfg.env)) as _),
+                &|_| Ok(Box::new(crate::LearnedPolicy::new("learned", &best, &cfg.env)) as _),
                 cfg.eval.tick_s,
                 threads,
             )
@@ -517,6 +539,7 @@ mod tests {
             cluster: Arc::new(load_cluster("1x4:V100").unwrap()),
             seed: 0,
             label: "constructed".into(),
+            throughputs: None,
         }]
     }
 

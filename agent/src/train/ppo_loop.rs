@@ -231,7 +231,7 @@ impl<'p> Run<'p> {
             .iter()
             .enumerate()
             .map(|(k, p)| {
-                let env_cfg: EnvConfig = self.cfg.env.clone();
+                let env_cfg: EnvConfig = p.env.clone();
                 VecEnv::new(
                     &p.pool,
                     std::sync::Arc::clone(&p.cluster),
@@ -301,8 +301,13 @@ impl<'p> Run<'p> {
             .zip(self.prepared)
             .flat_map(|(v, p)| std::iter::repeat_n(p.teacher.as_str(), v.len()))
             .collect();
+        let tables: Vec<Option<&Arc<super::Throughputs>>> = envs
+            .iter()
+            .zip(self.prepared)
+            .flat_map(|(v, p)| std::iter::repeat_n(p.throughputs.as_ref(), v.len()))
+            .collect();
         let build = |g: usize, trace: &lachesis_env::job::Trace| {
-            super::build_teacher(names[g], trace)
+            super::build_teacher(names[g], trace, tables[g])
                 .map_err(|e| TrainError::Config(format!("bc: {e}")))
         };
         let mut teachers: Vec<Box<dyn Policy>> = envs
@@ -762,7 +767,7 @@ impl<'p> Run<'p> {
             let prep = &self.prepared[k];
             let window = &prep.pool[rng.random_range(0..prep.pool.len())];
             let seed: u64 = rng.random();
-            let mut env_cfg = self.cfg.env.clone();
+            let mut env_cfg = prep.env.clone();
             let mean = p.horizon_start + (p.horizon_final - p.horizon_start) * progress;
             if mean > 0.0 {
                 let span = window
@@ -858,7 +863,7 @@ impl<'p> Run<'p> {
         let model = self.model.valid();
         let results = evaluate(
             units,
-            &|| Ok(Box::new(LearnedPolicy::new("learned", &model, &self.cfg.env)) as _),
+            &|_| Ok(Box::new(LearnedPolicy::new("learned", &model, &self.cfg.env)) as _),
             self.cfg.eval.tick_s,
             self.threads,
         )
