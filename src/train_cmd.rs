@@ -180,6 +180,16 @@ pub fn run(args: &Args) -> Result<()> {
         if d.spread != 1.0 {
             name = format!("{name}-spread{}", d.spread);
         }
+        // A typed copy of a trace gets its own directory beside the untyped one.
+        if let Some(t) = &d.throughputs {
+            let table = Path::new(t)
+                .file_stem()
+                .map_or_else(|| t.clone(), |s| s.to_string_lossy().to_string());
+            name = format!("{name}-{table}");
+        }
+        if d.assign_elastic.is_some() {
+            name = format!("{name}-elastic");
+        }
         let out = args.out.join("compare").join(&name);
         let model = format!("rl:{}", args.out.display());
         let mut policies = vec![model.clone()];
@@ -500,6 +510,18 @@ fn write_card(
         args.out.display(),
         manifest.hidden,
         manifest.feature_schema_version
+    )?;
+    writeln!(
+        s,
+        "GPU rates: {}\n",
+        if manifest.env.hide_rates {
+            "hidden (`env.hide_rates`): every job's speeds are its GPU models' catalog speeds; \
+             the throughput table's per-workload rates never reach the features"
+        } else {
+            "visible: a typed job's speeds on each GPU model are the throughput table's (what \
+             profiling a job on each GPU type gives, as Sia does); an untyped job's are the \
+             catalog's"
+        }
     )?;
     writeln!(s, "## Training\n")?;
     writeln!(s, "- reproduce: `{}`", reproduce(args))?;

@@ -387,8 +387,7 @@ impl Policy for LearnedPolicy {
                             c
                         } else if c.preemptions.is_empty() {
                             let job = ctx.job(c.placement.job);
-                            let Some(tasks) =
-                                enumerator.propose_again(&mut planner, job, c.stats.proposed_by)
+                            let Some(tasks) = enumerator.propose_again(&mut planner, job, &c.stats)
                             else {
                                 continue;
                             };

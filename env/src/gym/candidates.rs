@@ -32,6 +32,7 @@ use super::features::{
     CANDIDATE_WIDTH, CandidateStats, Featurizer, GLOBAL_WIDTH, GlobalStats, MAX_CANDIDATES,
     Observation,
 };
+use crate::cluster::ClusterSpec;
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
 use crate::constraint::Constraints;
 use crate::job::{JobSpec, Qos, TaskRequest};
@@ -45,9 +46,10 @@ use crate::policy::{
     DecisionContext, GittinsPreempt, LasPreempt, PendingJob, Placement, Placer, PlanMark, Planner,
     StrategyPlacer, VictimPools, minimal_victims,
 };
-use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
+use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A hash map with a fast, fixed (deterministic) hasher, for small keys.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
@@ -374,6 +376,7 @@ fn propose(
 
 /// The candidate of placing shortlisted `listed` as `proposal` says, found by the proposer
 /// with flag `flag`, after preempting `preemptions`.
+#[allow(clippy::too_many_arguments)]
 fn candidate(
     ctx: &DecisionContext<'_>,
     gittins: &GittinsEstimator,
@@ -382,7 +385,11 @@ fn candidate(
     flag: u8,
     min_nodes: u64,
     preemptions: Vec<JobId>,
+    rates: &Rates<'_>,
 ) -> Candidate {
+    let job = listed.p.spec;
+    let tasks = u32::try_from(proposal.tasks.len()).unwrap_or(u32::MAX);
+    let (speed, rate_vs_best, rates_known) = rates.of(ctx, job, &proposal.nodes, tasks);
     let (gpu_mean, gpu_min, cpu_mean) = proposal.free;
     let highest_victim = preemptions
         .iter()
@@ -407,10 +414,112 @@ fn candidate(
             victims: preemptions.len(),
             victim_gpus: preemptions.iter().map(|v| ctx.job(*v).gpus_total()).sum(),
             victim_index_ratio,
+            speed,
+            rate_vs_best,
+            rates_known,
+            size_ratio: f64::from(tasks) / f64::from(job.tasks.max(1)),
+            tasks,
+            gpus_total: u64::from(tasks) * u64::from(job.task.gpus),
+            gpu_milli_total: u64::from(tasks) * job.task.gpu_milli_total(),
             ..job_stats(listed, proposal.nodes.len(), min_nodes)
         },
         preemptions,
     }
+}
+
+/// How a candidate's speeds are read: the throughput table's for a typed job (unless
+/// hidden), else the GPU models' catalog speeds (what the simulator runs an untyped job at).
+struct Rates<'s> {
+    spec: &'s ClusterSpec,
+    hide: bool,
+    /// Bit i: some node has GPU model i.
+    present: u64,
+}
+
+impl<'s> Rates<'s> {
+    fn new(spec: &'s ClusterSpec, hide: bool) -> Self {
+        let present = spec
+            .nodes
+            .iter()
+            .filter_map(|n| n.gpu_model)
+            .fold(0u64, |mask, m| mask | (1u64 << m.index()));
+        Rates {
+            spec,
+            hide,
+            present,
+        }
+    }
+
+    /// The GPU models of the cluster `job` may use, fastest first by catalog speed.
+    fn models_for(&self, job: &JobSpec) -> Vec<GpuModelId> {
+        let mask = self.spec.model_mask(&job.gpu_types) & self.present;
+        let mut models: Vec<GpuModelId> = (0..self.spec.models.len())
+            .filter(|i| mask & (1u64 << i) != 0)
+            .map(|i| GpuModelId(i as u32))
+            .collect();
+        models.sort_by(|a, b| {
+            let speed = |m: &GpuModelId| self.spec.models[m.index()].speed;
+            speed(b).total_cmp(&speed(a)).then(a.cmp(b))
+        });
+        models
+    }
+}
+
+impl Rates<'_> {
+    /// `job`'s speed on `nodes` at `tasks` tasks (the slowest model among them), that speed
+    /// over its speed on the fastest model it may use in the cluster, and whether both are
+    /// the table's.
+    fn of(
+        &self,
+        ctx: &DecisionContext<'_>,
+        job: &JobSpec,
+        nodes: &[NodeId],
+        tasks: u32,
+    ) -> (f64, f64, bool) {
+        let models: Vec<GpuModelId> = nodes
+            .iter()
+            .filter_map(|n| self.spec.nodes.get(n.index())?.gpu_model)
+            .collect();
+        if models.is_empty() {
+            return (0.0, 0.0, false);
+        }
+        let gpus = tasks.saturating_mul(job.task.gpus);
+        if !self.hide
+            && let Some(view) = ctx.throughputs()
+            && let Some((_, best)) = view.best_model(job)
+        {
+            let here = models
+                .iter()
+                .map(|m| view.speed(job, *m, gpus))
+                .try_fold(f64::INFINITY, |slowest, s| Some(slowest.min(s?)));
+            if let Some(here) = here.filter(|s| s.is_finite()) {
+                return (here, here / best, true);
+            }
+        }
+        let catalog = |m: GpuModelId| self.spec.models.get(m.index()).map_or(1.0, |g| g.speed);
+        let here = models
+            .iter()
+            .map(|m| catalog(*m))
+            .fold(f64::INFINITY, f64::min);
+        let best = self
+            .models_for(job)
+            .first()
+            .map_or(here, |m| catalog(*m).max(here));
+        (here, here / best, false)
+    }
+}
+
+/// `job` as a placer sees it on GPU model `model` only (`None`: any it may use), at `tasks`
+/// tasks: the same request otherwise.
+fn restrict(spec: &ClusterSpec, job: &JobSpec, model: Option<GpuModelId>, tasks: u32) -> JobSpec {
+    let mut j = job.clone();
+    if let Some(m) = model
+        && let Some(g) = spec.models.get(m.index())
+    {
+        j.gpu_types = vec![g.name.clone()];
+    }
+    j.tasks = tasks;
+    j
 }
 
 /// Free fractions of `nodes` in `state`: (mean GPU, least GPU, mean CPU).
@@ -488,6 +597,10 @@ pub struct Enumerator {
     /// The victim searches' ranked running jobs, kept through the points of one decision
     /// (`observe` starts them afresh).
     pools: VictimPools,
+    /// Placements on each GPU model, and smaller starts of elastic jobs (`model_candidates`).
+    model_candidates: bool,
+    /// Speeds from the catalog only (`hide_rates`).
+    hide_rates: bool,
 }
 
 impl Clone for Enumerator {
@@ -509,6 +622,8 @@ impl Clone for Enumerator {
             tiresias: self.tiresias.clone(),
             answers: ShapeAnswers::default(),
             pools: VictimPools::default(),
+            model_candidates: self.model_candidates,
+            hide_rates: self.hide_rates,
         }
     }
 }
@@ -553,6 +668,8 @@ impl Enumerator {
             tiresias: LasQueues::new(),
             answers: ShapeAnswers::default(),
             pools: VictimPools::default(),
+            model_candidates: false,
+            hide_rates: false,
         }
     }
 
@@ -566,6 +683,8 @@ impl Enumerator {
         e.gittins_preemption = cfg.gittins_preemption;
         e.work_conserving = cfg.work_conserving;
         e.max_hold = cfg.max_hold_s.and_then(SimTime::from_secs_f64);
+        e.model_candidates = cfg.model_candidates;
+        e.hide_rates = cfg.hide_rates;
         e
     }
 
@@ -579,25 +698,31 @@ impl Enumerator {
         &self.featurizer
     }
 
-    /// Where the proposer behind a candidate's `proposed_by` flag (the first of this
-    /// enumerator's proposers with that bit) would place `job` on the planner's cluster as it
-    /// is now; nothing changes on the planner. For a policy that takes several candidates of
-    /// one decision point: a later one is placed by its own proposer on the cluster the
+    /// Where the proposer behind a candidate would place `job` on the planner's cluster as it
+    /// is now (the first of this enumerator's proposers with a bit of `stats.proposed_by`;
+    /// best fit within its GPU model for a per-model candidate, at its size for an elastic
+    /// job started smaller); nothing changes on the planner. For a policy that takes several
+    /// candidates of one decision point: a later one is placed again on the cluster the
     /// earlier ones left.
     pub fn propose_again(
         &mut self,
         planner: &mut Planner<'_>,
         job: &JobSpec,
-        proposed_by: u8,
+        stats: &CandidateStats,
     ) -> Option<Vec<TaskPlacement>> {
-        let k = self
-            .proposers
-            .kinds
-            .iter()
-            .position(|kind| kind.flag() & proposed_by != 0)?;
-        let placer = self.proposers.placers.get_mut(k)?;
         let mark = planner.mark();
-        let tasks = placer.place(planner, job);
+        let tasks = if stats.model.is_some() || stats.tasks != job.tasks {
+            let restricted = restrict(planner.state().spec(), job, stats.model, stats.tasks);
+            StrategyPlacer::new("best-fit", FitStrategy::BestFit).place(planner, &restricted)
+        } else {
+            let k = self
+                .proposers
+                .kinds
+                .iter()
+                .position(|kind| kind.flag() & stats.proposed_by != 0)?;
+            let placer = self.proposers.placers.get_mut(k)?;
+            placer.place(planner, job)
+        };
         planner.undo_to(mark);
         tasks
     }
@@ -690,6 +815,8 @@ impl Enumerator {
             limit: self.limit,
             placed_now,
             elapsed,
+            model_candidates: self.model_candidates,
+            hide_rates: self.hide_rates,
         };
         let mut point = candidates_in(ctx, planner, taken, parts);
         let idle = self.work_conserving && {
@@ -757,6 +884,8 @@ struct Parts<'e> {
     limit: usize,
     placed_now: u32,
     elapsed: SimTime,
+    model_candidates: bool,
+    hide_rates: bool,
 }
 
 fn candidates_in(
@@ -782,6 +911,8 @@ fn candidates_in(
         limit,
         placed_now,
         elapsed,
+        model_candidates,
+        hide_rates,
     } = parts;
     let max_gpus_per_node = planner
         .state()
@@ -819,7 +950,11 @@ fn candidates_in(
     // Sized for every proposer's answer for each job considered: no rehash on the way.
     let kinds = proposers.kinds.len();
     answers.next_point();
+    let spec = Arc::clone(planner.state().spec_arc());
+    let rates = Rates::new(&spec, hide_rates);
     let mut walk = Walk {
+        rates: &rates,
+        model_candidates,
         ctx,
         planner,
         proposers,
@@ -896,6 +1031,9 @@ struct Walk<'w, 'a, 'p> {
     /// only. By shape number (see `ShapeAnswers`), class, queue and the index's bits.
     preemptions: FastMap<PreemptionKey, Option<Preemption>>,
     pools: &'w mut VictimPools,
+    rates: &'w Rates<'w>,
+    /// Per-model placements and smaller elastic starts (`model_candidates`).
+    model_candidates: bool,
 }
 
 impl<'a> Walk<'_, 'a, '_> {
@@ -939,15 +1077,23 @@ impl<'a> Walk<'_, 'a, '_> {
                 kind.flag(),
                 min_nodes,
                 Vec::new(),
+                self.rates,
             ));
             if self.candidates.len() >= self.limit {
                 return true;
             }
         }
-        if !self.seen.is_empty() {
+        let first = self.candidates.len() - self.seen.len();
+        if self.model_candidates {
+            self.offer_per_model(listed, first, min_nodes);
+        }
+        if self.candidates.len() > first {
             return true;
         }
-        let (Some(kind), Some(placer)) = (kinds.first(), self.proposers.placers.first_mut()) else {
+        let (Some(kind), Some(placer)) = (
+            self.proposers.kinds.first().copied(),
+            self.proposers.placers.first_mut(),
+        ) else {
             return false;
         };
         let queue = self.las.map(|l| l.queue_of(self.ctx, job.id));
@@ -972,9 +1118,102 @@ impl<'a> Walk<'_, 'a, '_> {
             kind.flag(),
             min_nodes,
             victims.clone(),
+            self.rates,
         ));
         true
     }
+
+    /// Best fit within each GPU model `listed` may use (when there are several), each as a
+    /// candidate unless a proposer's candidate of the job (from `first` on) already uses
+    /// that node set; then, if the job has no candidate yet and is elastic, its start at the
+    /// largest smaller size that fits (for a typed job, one the table rates there).
+    fn offer_per_model(&mut self, listed: &Listed<'a>, first: usize, min_nodes: u64) {
+        const BY_MODEL: u8 = 8;
+        let job: &'a JobSpec = listed.p.spec;
+        if job.task.gpus == 0 {
+            return;
+        }
+        let spec = self.rates.spec;
+        let mut placer = StrategyPlacer::new("best-fit", FitStrategy::BestFit);
+        let models = self.rates.models_for(job);
+        if models.len() > 1 {
+            for m in models {
+                if self.candidates.len() >= self.limit {
+                    return;
+                }
+                let restricted = restrict(spec, job, Some(m), job.tasks);
+                let mark = self.planner.mark();
+                let Some(proposal) =
+                    propose(self.planner, mark, &mut placer, self.mix, &restricted)
+                else {
+                    continue;
+                };
+                if let Some(c) = self.candidates[first..]
+                    .iter_mut()
+                    .find(|c| node_set(&c.placement.tasks) == proposal.nodes)
+                {
+                    c.stats.proposed_by |= BY_MODEL;
+                    continue;
+                }
+                let mut c = candidate(
+                    self.ctx,
+                    self.estimator,
+                    listed,
+                    &proposal,
+                    BY_MODEL,
+                    min_nodes,
+                    Vec::new(),
+                    self.rates,
+                );
+                c.stats.model = Some(m);
+                self.candidates.push(c);
+            }
+        }
+        let Some(elastic) = job.elastic else { return };
+        if self.candidates.len() > first || self.candidates.len() >= self.limit {
+            return;
+        }
+        let min_tasks = (elastic.min_gpus / job.task.gpus).max(1);
+        for tasks in (min_tasks..job.tasks).rev() {
+            let smaller = restrict(spec, job, None, tasks);
+            let mark = self.planner.mark();
+            if let Some(proposal) = propose(self.planner, mark, &mut placer, self.mix, &smaller) {
+                // A typed job starts only at a size the table rates where it lands.
+                let unrated = self.ctx.throughputs().is_some_and(|view| {
+                    view.is_typed(job.id)
+                        && proposal.tasks.iter().any(|t| {
+                            spec.nodes[t.node.index()].gpu_model.is_none_or(|m| {
+                                !view
+                                    .speed(job, m, tasks * job.task.gpus)
+                                    .is_some_and(|s| s > 0.0)
+                            })
+                        })
+                });
+                if unrated {
+                    continue;
+                }
+                self.candidates.push(candidate(
+                    self.ctx,
+                    self.estimator,
+                    listed,
+                    &proposal,
+                    BY_MODEL,
+                    min_nodes,
+                    Vec::new(),
+                    self.rates,
+                ));
+                return;
+            }
+        }
+    }
+}
+
+/// The distinct nodes of `tasks`, sorted.
+fn node_set(tasks: &[TaskPlacement]) -> Vec<NodeId> {
+    let mut nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
 }
 
 /// The preemption rules offered besides `preempt`'s.

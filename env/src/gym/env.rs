@@ -41,6 +41,14 @@ pub struct EnvConfig {
     /// can hold jobs as long as anything runs at all: `rl:models/default` did, over 30-day
     /// windows (docs/training.md). Unset: no bound.
     pub max_hold_s: Option<f64>,
+    /// Offer, for a job that may run on several GPU models of the cluster, a placement on each
+    /// of them (best fit within that model) besides the proposers' picks; and for an elastic
+    /// job that fits nowhere at its own size, a start at the largest smaller size that fits.
+    pub model_candidates: bool,
+    /// Hide the throughput table's rates from the features: every job's speeds are then its
+    /// GPU models' catalog speeds (the policy must do without a workload's measured rates).
+    /// The model card says which was used.
+    pub hide_rates: bool,
     /// Truncate after this many steps (0 = no limit).
     pub max_steps: u64,
     /// Truncate once this much sim time has passed since the window's first submit (0 = no
@@ -62,6 +70,8 @@ impl Default for EnvConfig {
             gittins_preemption: false,
             work_conserving: false,
             max_hold_s: None,
+            model_candidates: true,
+            hide_rates: false,
             max_steps: 0,
             max_sim_time_s: 0.0,
         }

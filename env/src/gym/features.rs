@@ -21,11 +21,17 @@
 //! to finish; and globally their quantiles, whether the index rises or falls with service
 //! (`index_trend`: increasing hazard, FIFO/SJF's world, or decreasing, LAS's), and the
 //! cluster's recent contention. With them one model can tell when preemption pays.
+//! Version 6 added what a scheduler knows of GPU heterogeneity (issue 26): the job's speed on
+//! the candidate's GPUs (`speed_log`) and against its fastest allowed model in the cluster
+//! (`rate_vs_best`), whether those come from the throughput table (`rates_known`: a typed job,
+//! rates visible) or from the GPU models' catalog speeds, the candidate's size against the
+//! job's request (`size_ratio`: an elastic job started smaller) and `by_model` (proposed on
+//! one GPU model by the per-model proposer).
 
 use crate::units::SimTime;
 
 /// Bumped whenever a feature is added, removed, reordered or rescaled.
-pub const FEATURE_SCHEMA_VERSION: u32 = 5;
+pub const FEATURE_SCHEMA_VERSION: u32 = 6;
 
 /// Rows in an observation: candidate actions, padded, the last one always "wait".
 pub const MAX_CANDIDATES: usize = 64;
@@ -37,7 +43,7 @@ pub const WAIT_ACTION: usize = MAX_CANDIDATES - 1;
 pub const FEATURE_BOUND: f32 = 10.0;
 
 /// Names of the per-candidate features, in row order.
-pub const CANDIDATE_FEATURES: [&str; 33] = [
+pub const CANDIDATE_FEATURES: [&str; 38] = [
     "is_wait",                     // 1 for the wait row, 0 otherwise
     "job_gpus_log",                // ln(1 + GPUs of the whole gang)
     "job_gpu_share",               // share of each GPU a task takes (milli / 1000)
@@ -71,6 +77,11 @@ pub const CANDIDATE_FEATURES: [&str; 33] = [
     "gittins_rank",                // rank by that index among pending (0 = highest) / pending
     "finish_within_hour",          // P(run time <= attained + 1 h | > attained), learned
     "victim_index_log_ratio",      // ln(its index / its victims' highest), 0 without victims
+    "speed_log",                   // ln(speed on these GPUs vs the reference GPU), 0 unknown
+    "rate_vs_best",                // speed here / speed on its fastest allowed model (0-1)
+    "rates_known",                 // 1 when the speeds are the table's (typed, rates visible)
+    "size_ratio",                  // GPUs of this placement / GPUs the job asks for
+    "by_model",                    // proposed on one GPU model by the per-model proposer
 ];
 
 /// Names of the global features, in order.
@@ -144,6 +155,18 @@ pub struct CandidateStats {
     pub finish_within_hour: f64,
     /// Its index over the highest of its victims' (0 without victims).
     pub victim_index_ratio: f64,
+    /// Its speed on the candidate's GPUs against the reference GPU (the table's, or the
+    /// catalog's for an untyped job or with rates hidden; 0 when unknown).
+    pub speed: f64,
+    /// That speed over its speed on the fastest GPU model it may use in the cluster.
+    pub rate_vs_best: f64,
+    /// The speeds are the throughput table's (a typed job, rates visible).
+    pub rates_known: bool,
+    /// GPUs of the placement over the GPUs the job asks for (below 1: an elastic job started
+    /// smaller).
+    pub size_ratio: f64,
+    /// The GPU model the per-model proposer placed it on (`None`: another proposer's).
+    pub model: Option<crate::units::GpuModelId>,
 }
 
 /// The cluster and queue at a decision point, in natural units.
@@ -270,6 +293,11 @@ impl Featurizer {
             ratio(c.gittins_rank as f64, c.pending as f64),
             c.finish_within_hour as f32,
             positive_log(c.victim_index_ratio),
+            positive_log(c.speed),
+            c.rate_vs_best as f32,
+            flag(c.rates_known),
+            c.size_ratio as f32,
+            flag(c.proposed_by & 8 != 0),
         ])
     }
 
@@ -393,7 +421,20 @@ mod tests {
         // Preempting two jobs of 8 GPUs in all.
         assert!((row[22] - 3f32.ln()).abs() < 1e-6);
         assert_eq!(row[23], 0.25);
-        assert_eq!(&row[26..], &[0.0; 7]);
+        assert_eq!(&row[26..], &[0.0; 12]);
+        // Twice the reference speed, at half its best, from the table, started at half size,
+        // by the per-model proposer.
+        let typed = f.candidate_row(&CandidateStats {
+            speed: 2.0,
+            rate_vs_best: 0.5,
+            rates_known: true,
+            size_ratio: 0.5,
+            proposed_by: 8,
+            ..c
+        });
+        assert!((typed[33] - 2f32.ln()).abs() < 1e-6);
+        assert_eq!(&typed[34..], &[0.5, 1.0, 0.5, 1.0]);
+        assert_eq!(typed[21], 0.0, "by_model is not by_fgd_or_other");
         let gittins = f.candidate_row(&CandidateStats {
             gittins: 2.0,
             gittins_rank: 4,

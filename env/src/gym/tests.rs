@@ -1160,3 +1160,115 @@ fn every_candidate_meets_its_jobs_constraints() {
     }
     assert!(checked > 20, "{checked}");
 }
+
+/// A typed 1-GPU job on a K80 and V100 cluster with Gavel's table: a candidate on each model
+/// (best fit within it), the V100 one at the job's best rate, the K80 one at the table's
+/// ratio; with rates hidden, the same candidates read the catalog speeds instead. An elastic
+/// job too large for the free GPUs gets one start at the largest smaller size that fits, never
+/// below its `min_gpus`; taking it starts the job at that size.
+#[test]
+fn typed_jobs_get_a_candidate_per_gpu_model_and_elastic_jobs_a_smaller_start() {
+    use crate::job::tests::job;
+    use crate::job::{Elastic, TaskRequest, WorkloadType};
+    use crate::throughput::load_table;
+    use crate::units::{JobId, SimTime};
+    const LM: &str = "LM (batch size 20)";
+    let spec = Arc::new(load_cluster("1x4:K80+1x4:V100").unwrap());
+    let mut a = job("a", 0, TaskRequest::whole(1, 1000, 1024));
+    a.workload = WorkloadType::new(LM);
+    let trace = Trace::new(
+        "typed",
+        vec![a],
+        vec![SimTime::from_secs(600)],
+        vec!["t".into()],
+    )
+    .unwrap();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    let table = load_table("gavel").unwrap();
+    let w = table.workload(LM).unwrap();
+    let rate = |gpu: &str| {
+        table
+            .rate(
+                w,
+                table.gpu(gpu).unwrap(),
+                1,
+                crate::throughput::Consolidation::Consolidated,
+            )
+            .unwrap()
+    };
+    let k80_ratio = rate("K80") / rate("V100");
+    assert!(k80_ratio < 1.0);
+    for hide in [false, true] {
+        c.hide_rates = hide;
+        let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c.clone()).unwrap();
+        env.reset(0).unwrap();
+        let mut on_model: Vec<(String, f64, bool)> = (0..MAX_CANDIDATES)
+            .filter_map(|i| env.candidate(i))
+            .map(|c| {
+                let node = spec.node(c.placement.tasks[0].node);
+                let model = spec.models[node.gpu_model.unwrap().index()].name.clone();
+                (model, c.stats.rate_vs_best, c.stats.rates_known)
+            })
+            .collect();
+        on_model.sort_by(|x, y| x.0.cmp(&y.0));
+        on_model.dedup_by(|x, y| x.0 == y.0);
+        assert_eq!(on_model.len(), 2, "{on_model:?}");
+        let (k80, v100) = (&on_model[0], &on_model[1]);
+        assert_eq!((v100.1, v100.2), (1.0, !hide));
+        let want = if hide {
+            let m = |n: &str| spec.models[spec.model_id(n).unwrap().index()].speed;
+            m("K80") / m("V100")
+        } else {
+            k80_ratio
+        };
+        assert!((k80.1 - want).abs() < 1e-9, "{hide}: {k80:?} vs {want}");
+    }
+
+    // Elastic: 8 GPUs asked (2..8, 1-GPU tasks) on two 4-GPU nodes, 3 taken by a rigid job:
+    // 5 are free, but Gavel's table rates 1, 2, 4 and 8 GPUs, so the start is at 4.
+    let mut rigid = job("r", 0, TaskRequest::whole(1, 1000, 1024));
+    rigid.tasks = 3;
+    rigid.gpu_types = vec!["V100".into()];
+    let mut e = job("e", 10, TaskRequest::whole(1, 1000, 1024));
+    e.id = JobId(1);
+    e.tasks = 8;
+    e.workload = WorkloadType::new("ResNet-18 (batch size 16)");
+    e.elastic = Some(Elastic {
+        min_gpus: 2,
+        max_gpus: 8,
+    });
+    let trace = Trace::new(
+        "elastic",
+        vec![rigid, e],
+        vec![SimTime::from_secs(3600), SimTime::from_secs(600)],
+        vec!["t".into()],
+    )
+    .unwrap();
+    c.hide_rates = false;
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    env.reset(0).unwrap();
+    let s = env.step(0).unwrap();
+    assert_eq!(s.info.now_s, 10.0);
+    let smaller: Vec<_> = (0..MAX_CANDIDATES)
+        .filter_map(|i| env.candidate(i))
+        .filter(|c| c.placement.job == JobId(1))
+        .collect();
+    assert_eq!(smaller.len(), 1, "{smaller:?}");
+    assert_eq!(smaller[0].placement.tasks.len(), 4);
+    assert_eq!(smaller[0].stats.size_ratio, 0.5);
+    let a = (0..MAX_CANDIDATES)
+        .find(|i| {
+            env.candidate(*i)
+                .is_some_and(|c| c.placement.job == JobId(1))
+        })
+        .unwrap();
+    let mut s = env.step(a).unwrap();
+    while !(s.terminated || s.truncated) {
+        let a = s.obs.legal_actions().next().unwrap();
+        s = env.step(a).unwrap();
+    }
+    let result = env.finish("test").unwrap();
+    assert_eq!(result.summary.rejected_decisions, 0);
+    assert_eq!(result.jobs[1].first_start, Some(SimTime::from_secs(10)));
+}
