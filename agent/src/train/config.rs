@@ -46,15 +46,15 @@ pub struct DataConfig {
     pub spread: f64,
     /// The throughput table typed jobs run at (`gavel`, `sia` or a table file; as
     /// `--throughputs`): the simulator, the teachers and the baselines of this trace read it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub throughputs: Option<String>,
     /// Types the trace's GPU jobs by Gavel's or Sia's rule (`gavel[:SEED]`, `sia[:SEED]`; as
     /// `--assign-workloads`). Needs `throughputs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub assign_workloads: Option<String>,
     /// Makes typed jobs elastic by Pollux's rule (`pollux`; as `--assign-elastic`). Needs
     /// `throughputs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub assign_elastic: Option<String>,
 }
 
