@@ -1272,3 +1272,95 @@ fn typed_jobs_get_a_candidate_per_gpu_model_and_elastic_jobs_a_smaller_start() {
     assert_eq!(result.summary.rejected_decisions, 0);
     assert_eq!(result.jobs[1].first_start, Some(SimTime::from_secs(10)));
 }
+
+/// Resize candidates: an elastic job running on 2 of 8 V100s is offered a grow to the next
+/// size Gavel's table rates (4) at the next decision point, then to 8 when the GPUs are idle
+/// with nobody waiting; when a rigid 4-GPU job arrives that does not fit, the grown job is
+/// offered a shrink. Every resize candidate
+/// of the episode stays within `min_gpus..max_gpus` at a rated size, and none is rejected.
+#[test]
+fn running_elastic_jobs_get_grow_and_shrink_candidates_within_their_range() {
+    use crate::job::tests::job;
+    use crate::job::{Elastic, TaskRequest, WorkloadType};
+    use crate::units::{JobId, SimTime};
+    let spec = Arc::new(load_cluster("1x8:V100").unwrap());
+    let mut e = job("e", 0, TaskRequest::whole(1, 1000, 1024));
+    e.tasks = 2;
+    e.workload = WorkloadType::new("ResNet-18 (batch size 16)");
+    e.elastic = Some(Elastic {
+        min_gpus: 1,
+        max_gpus: 8,
+    });
+    // x (1 GPU, 10 s) gives a decision point at 300 s and another as it ends.
+    let mut x = job("x", 300, TaskRequest::whole(1, 1000, 1024));
+    x.id = JobId(1);
+    let mut r = job("r", 600, TaskRequest::whole(1, 1000, 1024));
+    r.id = JobId(2);
+    r.tasks = 4;
+    let trace = Trace::new(
+        "resize",
+        vec![e, x, r],
+        vec![
+            SimTime::from_secs(7200),
+            SimTime::from_secs(10),
+            SimTime::from_secs(600),
+        ],
+        vec!["t".into()],
+    )
+    .unwrap();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    env.reset(0).unwrap();
+    // Start e as asked (2 GPUs).
+    let start = (0..MAX_CANDIDATES)
+        .find(|i| env.candidate(*i).is_some_and(|c| !c.resize))
+        .unwrap();
+    let mut s = env.step(start).unwrap();
+    let resizes = |env: &SchedEnv<'_>| -> Vec<Candidate> {
+        (0..MAX_CANDIDATES)
+            .filter_map(|i| env.candidate(i))
+            .filter(|c| c.resize)
+            .cloned()
+            .collect()
+    };
+    // Not at the instant it started: the next decision point (x's arrival) offers the grow.
+    assert_eq!(s.info.now_s, 300.0);
+    assert!(!resizes(&env).is_empty());
+    let mut first_grow = None;
+    let (mut grew, mut shrank) = (false, false);
+    while !(s.terminated || s.truncated) {
+        for c in resizes(&env) {
+            let n = c.placement.tasks.len();
+            assert!(
+                [1, 2, 4, 8].contains(&n),
+                "{n} GPUs: not a rated size in 1..=8"
+            );
+        }
+        // Take a resize when offered (grow first, then the shrink r needs), else the first.
+        let a = (0..MAX_CANDIDATES)
+            .find(|i| env.candidate(*i).is_some_and(|c| c.resize))
+            .or_else(|| s.obs.legal_actions().next())
+            .unwrap();
+        if let Some(c) = env.candidate(a).filter(|c| c.resize) {
+            if c.stats.size_ratio > 1.0 {
+                first_grow.get_or_insert((c.placement.tasks.len(), c.stats.size_ratio));
+                assert_eq!(s.obs.row(a)[38], 1.0, "is_resize");
+                grew = true;
+            } else {
+                shrank = true;
+            }
+        }
+        s = env.step(a).unwrap();
+    }
+    assert!(grew && shrank, "grew {grew}, shrank {shrank}");
+    assert_eq!(
+        first_grow,
+        Some((4, 2.0)),
+        "2 GPUs grow to the next rated size"
+    );
+    let result = env.finish("test").unwrap();
+    assert_eq!(result.summary.rejected_decisions, 0);
+    assert!(result.summary.resizes >= 2, "{}", result.summary.resizes);
+    assert_eq!(result.summary.finished, 3);
+}
