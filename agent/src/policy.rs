@@ -141,24 +141,6 @@ fn take(
     decision: &mut Decision,
 ) -> Result<(), String> {
     let mark = planner.mark();
-    if chosen.resize {
-        // The job's tasks freed, its new ones taken, as `ClusterState::resize` does.
-        let job = chosen.placement.job;
-        let fits = if planner.free_running(job) {
-            planner
-                .reserve(ctx.job(job), &chosen.placement.tasks)
-                .map_err(|e| e.to_string())
-        } else {
-            Err(format!("job {job} to resize is not running"))
-        };
-        if fits.is_err() {
-            planner.undo_to(mark);
-            return fits;
-        }
-        taken.take(chosen);
-        decision.resizes.push(chosen.placement.clone());
-        return Ok(());
-    }
     let fits = match chosen
         .preemptions
         .iter()
@@ -310,11 +292,6 @@ impl Policy for LearnedPolicy {
         &self.name
     }
 
-    /// With resize candidates it may grow a running elastic job while nobody waits.
-    fn acts_without_queue(&self) -> bool {
-        self.env.model_candidates
-    }
-
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
         let env = &self.env;
         let enumerator = self.enumerator.get_or_insert_with(|| {
@@ -369,7 +346,7 @@ impl Policy for LearnedPolicy {
                     message: format!("the scorer scored a legal candidate {bad}"),
                 });
             }
-            let before = decision.placements.len() + decision.resizes.len();
+            let before = decision.placements.len();
             match self.deciding {
                 Deciding::Stepwise => {
                     let best = greedy(&logits, &obs.mask);
@@ -401,27 +378,12 @@ impl Policy for LearnedPolicy {
                         }
                         let c = &point.candidates[a];
                         if taken.placed.contains(&c.placement.job)
-                            || taken.resized.contains(&c.placement.job)
-                            || c.preemptions
-                                .iter()
-                                .any(|v| taken.preempted.contains(v) || taken.resized.contains(v))
+                            || c.preemptions.iter().any(|v| taken.preempted.contains(v))
                         {
                             continue;
                         }
                         let fresh;
                         let chosen = if touched.is_empty() {
-                            c
-                        } else if c.resize {
-                            // A resize measured on what was: only where this pass left no mark.
-                            let old = planner.state().allocation(c.placement.job);
-                            let near = old
-                                .into_iter()
-                                .flat_map(|a| a.tasks.iter())
-                                .chain(&c.placement.tasks)
-                                .any(|t| touched.contains(&t.node));
-                            if near {
-                                continue;
-                            }
                             c
                         } else if c.preemptions.is_empty() {
                             let job = ctx.job(c.placement.job);
@@ -453,7 +415,7 @@ impl Policy for LearnedPolicy {
                     }
                 }
             }
-            if decision.placements.len() + decision.resizes.len() == before {
+            if decision.placements.len() == before {
                 break;
             }
         }

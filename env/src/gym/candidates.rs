@@ -161,33 +161,12 @@ impl OnlineMix {
     }
 }
 
-/// One legal non-wait action: preempt `preemptions` (empty for a plain placement), then place;
-/// or, with `resize`, move running elastic job `placement.job` to `placement.tasks`.
+/// One legal non-wait action: preempt `preemptions` (empty for a plain placement), then place.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub preemptions: Vec<JobId>,
     pub placement: Placement,
     pub stats: CandidateStats,
-    /// A resize of a running elastic job (grown or shrunk), not a start.
-    pub resize: bool,
-}
-
-impl Candidate {
-    /// The decision that takes this candidate alone.
-    pub fn decision(&self) -> crate::policy::Decision {
-        if self.resize {
-            crate::policy::Decision {
-                resizes: vec![self.placement.clone()],
-                ..crate::policy::Decision::default()
-            }
-        } else {
-            crate::policy::Decision {
-                preemptions: self.preemptions.clone(),
-                placements: vec![self.placement.clone()],
-                ..crate::policy::Decision::default()
-            }
-        }
-    }
 }
 
 /// A shortlisted pending job: its submit-order rank, predicted remaining time and rank by it.
@@ -445,7 +424,6 @@ fn candidate(
             ..job_stats(listed, proposal.nodes.len(), min_nodes)
         },
         preemptions,
-        resize: false,
     }
 }
 
@@ -576,22 +554,16 @@ fn free_after(state: &ClusterState, nodes: &[NodeId]) -> (f64, f64, f64) {
 pub struct Taken {
     pub placed: Vec<JobId>,
     pub preempted: Vec<JobId>,
-    /// Running jobs resized (each at most once a decision, and never then a victim).
-    pub resized: Vec<JobId>,
 }
 
 impl Taken {
     /// Records that `c` was chosen.
     pub fn take(&mut self, c: &Candidate) {
-        if c.resize {
-            self.resized.push(c.placement.job);
-            return;
-        }
         self.placed.push(c.placement.job);
         self.preempted.extend_from_slice(&c.preemptions);
     }
     pub fn is_empty(&self) -> bool {
-        self.placed.is_empty() && self.preempted.is_empty() && self.resized.is_empty()
+        self.placed.is_empty() && self.preempted.is_empty()
     }
 }
 
@@ -1005,7 +977,6 @@ fn candidates_in(
     // Tiresias' greedy pass, a job that can neither start nor preempt is passed over, so jobs
     // stuck at the head of a ranking do not crowd out those behind them that could run.
     let mut tried = vec![false; ranked.listed.len()];
-    let mut blocked = false;
     'quarters: for (order, quota) in ranked.orders.iter().zip(ranked.quotas) {
         let mut got = 0;
         for &i in order {
@@ -1017,18 +988,13 @@ fn candidates_in(
             }
             if walk.offer(&ranked.listed[i]) {
                 got += 1;
-            } else {
-                blocked = true;
             }
             if walk.candidates.len() >= limit {
                 break 'quarters;
             }
         }
     }
-    let mut candidates = walk.candidates;
-    if model_candidates {
-        resize_candidates(ctx, planner, taken, &rates, blocked, &mut candidates, limit);
-    }
+    let candidates = walk.candidates;
     DecisionPoint {
         candidates,
         global,
@@ -1239,155 +1205,6 @@ impl<'a> Walk<'_, 'a, '_> {
                 return;
             }
         }
-    }
-}
-
-/// At most this many grow and this many shrink candidates a decision point.
-const RESIZES: usize = 4;
-/// Running elastic jobs tried for a grow a decision point (each a placement search).
-const GROW_TRIES: usize = 8;
-
-/// Resize candidates of running elastic jobs (typed, preemptible, not sharing a GPU, not
-/// touched by this decision nor started or resized at this instant): a grow to the next size the table rates on the job's GPU model,
-/// where best fit within that model finds room once the job's own tasks are freed (smallest
-/// jobs tried first); and when some considered job got no candidate (`blocked`), a shrink of
-/// the largest jobs to the next smaller rated size, keeping their first tasks.
-fn resize_candidates(
-    ctx: &DecisionContext<'_>,
-    planner: &mut Planner<'_>,
-    taken: &Taken,
-    rates: &Rates<'_>,
-    blocked: bool,
-    out: &mut Vec<Candidate>,
-    limit: usize,
-) {
-    let Some(view) = ctx.throughputs() else {
-        return;
-    };
-    let spec = rates.spec;
-    let mut jobs: Vec<(JobId, Vec<TaskPlacement>)> = {
-        let state = planner.state();
-        state
-            .running()
-            .filter(|a| a.elastic && a.preemptible && a.task.gpus > 0 && !state.shares_gpu(a))
-            .filter(|a| {
-                !taken.resized.contains(&a.job)
-                    && !taken.preempted.contains(&a.job)
-                    && !taken.placed.contains(&a.job)
-                    && !planner.has_freed(a.job)
-                    && view.is_typed(a.job)
-                    // Started or resized at this instant: not again, or a policy could grow
-                    // and shrink a job back and forth without time passing.
-                    && ctx.runtime(a.job).run_start != Some(ctx.now())
-            })
-            .map(|a| (a.job, a.tasks.to_vec()))
-            .collect()
-    };
-    if jobs.is_empty() {
-        return;
-    }
-    // The rated task counts of `job` on model `m`, ascending.
-    let rated = |job: &JobSpec, m: GpuModelId| -> Vec<u32> {
-        let Some(e) = job.elastic else {
-            return Vec::new();
-        };
-        let g = job.task.gpus.max(1);
-        ((e.min_gpus / g).max(1)..=(e.max_gpus / g))
-            .filter(|t| view.speed(job, m, t * g).is_some_and(|s| s > 0.0))
-            .collect()
-    };
-    let model_of = |tasks: &[TaskPlacement]| {
-        tasks
-            .first()
-            .and_then(|t| spec.nodes.get(t.node.index())?.gpu_model)
-    };
-    jobs.sort_by_key(|(id, tasks)| (tasks.len(), *id));
-    let mut grown = 0;
-    for (id, tasks) in jobs.iter().take(GROW_TRIES) {
-        if grown >= RESIZES || out.len() >= limit {
-            break;
-        }
-        let job = ctx.job(*id);
-        let Some(m) = model_of(tasks) else { continue };
-        let k = tasks.len() as u32;
-        let Some(&next) = rated(job, m).iter().find(|t| **t > k) else {
-            continue;
-        };
-        let mark = planner.mark();
-        let placed = planner.free_running(*id).then(|| {
-            let bigger = restrict(spec, job, Some(m), next);
-            StrategyPlacer::new("best-fit", FitStrategy::BestFit).place(planner, &bigger)
-        });
-        planner.undo_to(mark);
-        if let Some(Some(new)) = placed {
-            out.push(resize_candidate(ctx, rates, job, k, new));
-            grown += 1;
-        }
-    }
-    if !blocked {
-        return;
-    }
-    let mut shrunk = 0;
-    for (id, tasks) in jobs.iter().rev() {
-        if shrunk >= RESIZES || out.len() >= limit {
-            break;
-        }
-        let job = ctx.job(*id);
-        let Some(m) = model_of(tasks) else { continue };
-        let k = tasks.len() as u32;
-        let Some(&next) = rated(job, m).iter().rev().find(|t| **t < k) else {
-            continue;
-        };
-        out.push(resize_candidate(
-            ctx,
-            rates,
-            job,
-            k,
-            tasks[..next as usize].to_vec(),
-        ));
-        shrunk += 1;
-    }
-}
-
-/// The candidate of moving running `job` (on `current` tasks) to `tasks`.
-fn resize_candidate(
-    ctx: &DecisionContext<'_>,
-    rates: &Rates<'_>,
-    job: &JobSpec,
-    current: u32,
-    tasks: Vec<TaskPlacement>,
-) -> Candidate {
-    let nodes = node_set(&tasks);
-    let n = tasks.len() as u32;
-    let (speed, rate_vs_best, rates_known) = rates.of(ctx, job, &nodes, n);
-    let rt = ctx.runtime(job.id);
-    let running = ctx
-        .now()
-        .saturating_sub(rt.run_start.unwrap_or(ctx.now()))
-        .ms();
-    Candidate {
-        preemptions: Vec::new(),
-        stats: CandidateStats {
-            gpus_total: u64::from(n) * u64::from(job.task.gpus),
-            gpu_share_milli: job.task.gpu_milli,
-            tasks: n,
-            cpu_milli_per_task: job.task.cpu_milli,
-            gpu_milli_total: u64::from(n) * job.task.gpu_milli_total(),
-            waited: ctx.now().saturating_sub(job.submit),
-            estimate: job.estimate,
-            attained_ms: rt.attained_ms + running,
-            preemptions: rt.preemptions,
-            priority: job.priority,
-            nodes_used: nodes.len(),
-            speed,
-            rate_vs_best,
-            rates_known,
-            size_ratio: f64::from(n) / f64::from(current.max(1)),
-            resize: true,
-            ..CandidateStats::default()
-        },
-        placement: Placement { job: job.id, tasks },
-        resize: true,
     }
 }
 

@@ -7,7 +7,7 @@ use super::features::{
 use super::reward::{RewardConfig, RewardTerms, Snapshot, terms_between};
 use crate::cluster::ClusterSpec;
 use crate::job::Trace;
-use crate::policy::Policy;
+use crate::policy::{Decision, Policy};
 use crate::sim::{SimConfig, SimError, SimResult, Simulator};
 use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
@@ -187,9 +187,6 @@ pub struct SchedEnv<'t> {
     placed_now: u32,
     placed_at: SimTime,
     done: bool,
-    /// Resize candidates are offered (elastic jobs, a throughput table, `model_candidates`):
-    /// the episode also stops while elastic jobs run with nobody waiting.
-    resizes: bool,
 }
 
 impl std::fmt::Debug for SchedEnv<'_> {
@@ -208,9 +205,6 @@ impl<'t> SchedEnv<'t> {
     pub fn new(trace: &'t Trace, spec: Arc<ClusterSpec>, cfg: EnvConfig) -> Result<Self, EnvError> {
         cfg.validate().map_err(EnvError::Config)?;
         Simulator::new(trace, Arc::clone(&spec), &cfg.sim)?;
-        let cfg_resizes = cfg.model_candidates
-            && cfg.sim.throughputs.is_some()
-            && trace.jobs().iter().any(|j| j.elastic.is_some());
         let featurizer = Featurizer {
             total_gpu_milli: spec.total_gpu_milli(),
             total_gpus: spec.total_gpus(),
@@ -232,7 +226,6 @@ impl<'t> SchedEnv<'t> {
             placed_now: 0,
             placed_at: SimTime::ZERO,
             done: true,
-            resizes: cfg_resizes,
         })
     }
 
@@ -253,9 +246,11 @@ impl<'t> SchedEnv<'t> {
     pub fn reset(&mut self, seed: u64) -> Result<(Observation, Info), EnvError> {
         let mut sim_cfg = self.cfg.sim.clone();
         sim_cfg.seed = seed;
-        let mut sim = Simulator::new(self.trace, Arc::clone(&self.spec), &sim_cfg)?;
-        sim.ask_without_queue(self.resizes);
-        self.sim = Some(sim);
+        self.sim = Some(Simulator::new(
+            self.trace,
+            Arc::clone(&self.spec),
+            &sim_cfg,
+        )?);
         self.enumerator = Enumerator::from_config(&self.cfg, self.featurizer, MAX_CANDIDATES - 1);
         self.steps = 0;
         self.placed_now = 0;
@@ -287,7 +282,12 @@ impl<'t> SchedEnv<'t> {
                 .point
                 .take()
                 .expect("a live episode has a decision point");
-            let decision = point.candidates[action].decision();
+            let chosen = &point.candidates[action];
+            let decision = Decision {
+                preemptions: chosen.preemptions.clone(),
+                placements: vec![chosen.placement.clone()],
+                ..Decision::default()
+            };
             let sim = self.sim.as_mut().expect("a live episode has a simulator");
             sim.apply(&decision);
             self.count_placement();
@@ -324,17 +324,8 @@ impl<'t> SchedEnv<'t> {
         // Where waiting is masked (work-conserving), the teacher's "nothing now" becomes the
         // first candidate.
         let wait = if wait_legal { WAIT_ACTION } else { 0 };
-        // A resize the teacher makes first (to admit a job, or into idle GPUs): the candidate
-        // of the same job at the same size.
-        for r in &decision.resizes {
-            if let Some(i) = point.candidates.iter().position(|c| {
-                c.resize && c.placement.job == r.job && c.placement.tasks.len() == r.tasks.len()
-            }) {
-                return Ok((i, true));
-            }
-        }
         if decision.placements.is_empty() {
-            return Ok((wait, wait_legal && decision.resizes.is_empty()));
+            return Ok((wait, wait_legal));
         }
         let nodes = |tasks: &[crate::cluster::TaskPlacement]| {
             let mut n: Vec<_> = tasks.iter().map(|t| t.node).collect();
@@ -349,7 +340,7 @@ impl<'t> SchedEnv<'t> {
                     .candidates
                     .iter()
                     .enumerate()
-                    .filter(|(_, c)| !c.resize && c.placement.job == placement.job)
+                    .filter(|(_, c)| c.placement.job == placement.job)
             };
             if let Some((i, _)) = same_job().find(|(_, c)| nodes(&c.placement.tasks) == want) {
                 return Ok((i, k == 0));
@@ -420,9 +411,7 @@ impl<'t> SchedEnv<'t> {
         loop {
             let sim = self.sim.as_ref().expect("a live episode has a simulator");
             let pending = sim.context().pending_len();
-            // With resize candidates, a point with nobody waiting may grow a running job.
-            let resizable = self.resizes && sim.context().cluster().running().any(|a| a.elastic);
-            if pending > 0 || resizable {
+            if pending > 0 {
                 let now = sim.now();
                 if now != self.placed_at {
                     self.placed_at = now;

@@ -87,7 +87,6 @@ impl<'t> SchedEnv<'t> {
             placed_now: self.placed_now,
             placed_at: self.placed_at,
             done: false,
-            resizes: self.resizes,
         })
     }
 }
