@@ -602,6 +602,24 @@ baselines = ["fifo/best-fit", "fifo/fastest"]
         "{:?}",
         manifest.validation
     );
+    // Beside a typed trace, an untyped one is trained too: there a heuristic that reads the
+    // table is no candidate (it scores infinity), the others compete as usual.
+    let manifest = train(
+        &cfg,
+        &[typed(Some("gavel")), typed(None)],
+        &scratch("mixed-train"),
+        &RunOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let untyped = &manifest.training.data[1];
+    let colocate = untyped
+        .teacher_scores
+        .iter()
+        .find(|(n, _)| n == "fifo/fastest/colocate")
+        .unwrap();
+    assert!(colocate.1.is_infinite(), "{untyped:?}");
+    assert_ne!(untyped.teacher.as_deref(), Some("fifo/fastest/colocate"));
     let e = train(
         &cfg,
         &[typed(None)],

@@ -198,6 +198,15 @@ pub fn select_teacher(
 ) -> Result<TeacherChoice, TrainError> {
     let mut scores = Vec::with_capacity(candidates.len());
     for c in candidates {
+        // A heuristic that reads a throughput table cannot run on a trace without one: it is
+        // no candidate there.
+        if units
+            .iter()
+            .any(|u| heuristic(c, u.throughputs.as_ref()).is_err())
+        {
+            scores.push((c.clone(), f64::INFINITY));
+            continue;
+        }
         let results = evaluate(
             units,
             &|u| heuristic(c, u.throughputs.as_ref()),
