@@ -117,11 +117,7 @@ pub fn run(args: &Args) -> Result<()> {
                     .with_context(|| format!("{}: spread {}", d.trace, d.spread))?;
             }
             trace.name = d.label();
-            let hetero = crate::simulate::HeteroArgs {
-                throughputs: d.throughputs.clone(),
-                assign_workloads: d.assign_workloads.clone(),
-                assign_elastic: d.assign_elastic.clone(),
-            };
+            let hetero = hetero_of(d);
             let trace = hetero
                 .assign(trace)
                 .with_context(|| format!("{}: workload types", d.trace))?;
@@ -200,11 +196,7 @@ pub fn run(args: &Args) -> Result<()> {
         if d.assign_elastic.is_some() {
             policies.extend(CARD_ELASTIC_BASELINES.iter().map(|s| s.to_string()));
         }
-        let hetero = crate::simulate::HeteroArgs {
-            throughputs: d.throughputs.clone(),
-            assign_workloads: d.assign_workloads.clone(),
-            assign_elastic: d.assign_elastic.clone(),
-        };
+        let hetero = hetero_of(d);
         let hetero_flags: String = [
             ("--throughputs", &d.throughputs),
             ("--assign-workloads", &d.assign_workloads),
@@ -268,6 +260,15 @@ pub fn run(args: &Args) -> Result<()> {
 
 /// The run's config: `--config` with its overrides (and `--from` as `init`), or the quick
 /// fine-tuning recipe (`quick_recipe`) on `--trace`.
+/// A `[[data]]` entry's table and typing rules, as `simulate` and `compare` take them.
+fn hetero_of(d: &DataConfig) -> crate::simulate::HeteroArgs {
+    crate::simulate::HeteroArgs {
+        throughputs: d.throughputs.clone(),
+        assign_workloads: d.assign_workloads.clone(),
+        assign_elastic: d.assign_elastic.clone(),
+    }
+}
+
 fn resolve_config(args: &Args) -> Result<TrainConfig> {
     if args.config.is_some()
         && (args.hetero.throughputs.is_some()

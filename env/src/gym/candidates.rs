@@ -463,12 +463,10 @@ impl<'s> Rates<'s> {
         });
         models
     }
-}
 
-impl Rates<'_> {
     /// `job`'s speed on `nodes` at `tasks` tasks (the slowest model among them), that speed
     /// over its speed on the fastest model it may use in the cluster, and whether both are
-    /// the table's.
+    /// the table's. Called for every candidate: it allocates nothing.
     fn of(
         &self,
         ctx: &DecisionContext<'_>,
@@ -476,11 +474,12 @@ impl Rates<'_> {
         nodes: &[NodeId],
         tasks: u32,
     ) -> (f64, f64, bool) {
-        let models: Vec<GpuModelId> = nodes
-            .iter()
-            .filter_map(|n| self.spec.nodes.get(n.index())?.gpu_model)
-            .collect();
-        if models.is_empty() {
+        let models = || {
+            nodes
+                .iter()
+                .filter_map(|n| self.spec.nodes.get(n.index())?.gpu_model)
+        };
+        if models().next().is_none() {
             return (0.0, 0.0, false);
         }
         let gpus = tasks.saturating_mul(job.task.gpus);
@@ -488,23 +487,20 @@ impl Rates<'_> {
             && let Some(view) = ctx.throughputs()
             && let Some((_, best)) = view.best_model(job)
         {
-            let here = models
-                .iter()
-                .map(|m| view.speed(job, *m, gpus))
+            let here = models()
+                .map(|m| view.speed(job, m, gpus))
                 .try_fold(f64::INFINITY, |slowest, s| Some(slowest.min(s?)));
             if let Some(here) = here.filter(|s| s.is_finite()) {
                 return (here, here / best, true);
             }
         }
         let catalog = |m: GpuModelId| self.spec.models.get(m.index()).map_or(1.0, |g| g.speed);
-        let here = models
-            .iter()
-            .map(|m| catalog(*m))
-            .fold(f64::INFINITY, f64::min);
-        let best = self
-            .models_for(job)
-            .first()
-            .map_or(here, |m| catalog(*m).max(here));
+        let here = models().map(catalog).fold(f64::INFINITY, f64::min);
+        let mask = self.spec.model_mask(&job.gpu_types) & self.present;
+        let best = (0..self.spec.models.len())
+            .filter(|i| mask & (1u64 << i) != 0)
+            .map(|i| catalog(GpuModelId(i as u32)))
+            .fold(here, f64::max);
         (here, here / best, false)
     }
 }

@@ -227,14 +227,11 @@ impl World {
             self.departed += 1;
         }
         for id in requeued {
-            state
+            let held = state
                 .release(id)
                 .map_err(|e| DeltaError::Broken(e.to_string()))?;
-            let gpu_milli = self.jobs[id.index()].gpu_milli_total();
             let rt = &mut self.runtime[id.index()];
-            let ran = now.saturating_sub(rt.run_start.unwrap_or(now)).ms();
-            rt.attained_ms += ran;
-            rt.attained_gpu_milli_ms += u128::from(ran) * u128::from(gpu_milli);
+            super::bank_run(rt, &held, now);
             rt.run_start = None;
             rt.last_stop = Some(now);
             rt.state = JobState::Pending;

@@ -540,14 +540,8 @@ impl World {
         let state = self.cluster.get_mut();
         for v in &decision.preemptions {
             let old = state.preempt(*v).map_err(|e| e.to_string())?;
-            let gpu_milli = allocated_milli(&old);
             let rt = &mut self.runtime[v.index()];
-            let ran = self
-                .now
-                .saturating_sub(rt.run_start.unwrap_or(self.now))
-                .ms();
-            rt.attained_ms += ran;
-            rt.attained_gpu_milli_ms += u128::from(ran) * u128::from(gpu_milli);
+            bank_run(rt, &old, self.now);
             rt.run_start = None;
             rt.last_stop = Some(self.now);
             rt.state = JobState::Pending;
@@ -559,14 +553,8 @@ impl World {
                 .resize(job, p.tasks.clone())
                 .map_err(|e| e.to_string())?;
             // The run so far counts at its old size; the new run starts now.
-            let gpu_milli = allocated_milli(&old);
             let rt = &mut self.runtime[p.job.index()];
-            let ran = self
-                .now
-                .saturating_sub(rt.run_start.unwrap_or(self.now))
-                .ms();
-            rt.attained_ms += ran;
-            rt.attained_gpu_milli_ms += u128::from(ran) * u128::from(gpu_milli);
+            bank_run(rt, &old, self.now);
             rt.run_start = Some(self.now);
         }
         let starts = (decision.placements.iter().map(|p| (p, false)))
@@ -607,9 +595,13 @@ impl World {
     }
 }
 
-/// The milli-GPU an allocation holds (an elastic job's may differ from its request's size).
-fn allocated_milli(a: &lachesis_env::cluster::Allocation) -> u64 {
-    a.tasks.len() as u64 * a.task.gpu_milli_total()
+/// Adds the run that ends `now` to `rt`'s attained service, at the size `held` gave it (an
+/// elastic job's may differ from its request's). The caller sets what follows the run.
+fn bank_run(rt: &mut JobRuntime, held: &lachesis_env::cluster::Allocation, now: SimTime) {
+    let ran = now.saturating_sub(rt.run_start.unwrap_or(now)).ms();
+    let gpu_milli = held.tasks.len() as u64 * held.task.gpu_milli_total();
+    rt.attained_ms += ran;
+    rt.attained_gpu_milli_ms += u128::from(ran) * u128::from(gpu_milli);
 }
 
 /// The id of tenant `name`, added on first sight.
