@@ -169,19 +169,26 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let mut sections = Vec::new();
     let mut headroom = Vec::new();
-    for d in &cfg.data {
+    let held_out = cfg.card.iter().map(|d| (d, true));
+    for (d, held) in cfg.data.iter().map(|d| (d, false)).chain(held_out) {
         let mut name = Path::new(&d.trace)
             .file_stem()
             .map_or_else(|| "trace".into(), |s| s.to_string_lossy().to_string());
         if d.spread != 1.0 {
             name = format!("{name}-spread{}", d.spread);
         }
-        // A typed copy of a trace gets its own directory beside the untyped one.
+        // A copy on another named cluster (an inventory on a table's models, say) gets its
+        // own directory; a typed copy too, beside the untyped one.
+        if d.cluster != "auto" && Some(&d.cluster) != d.throughputs.as_ref() {
+            name = format!("{name}-{}", d.cluster.replace([':', '/', '.'], "-"));
+        }
         if let Some(t) = &d.throughputs {
             let table = Path::new(t)
                 .file_stem()
                 .map_or_else(|| t.clone(), |s| s.to_string_lossy().to_string());
-            name = format!("{name}-{table}");
+            if !name.ends_with(&format!("-{table}")) {
+                name = format!("{name}-{table}");
+            }
         }
         if d.assign_elastic.is_some() {
             name = format!("{name}-elastic");
@@ -250,8 +257,13 @@ pub fn run(args: &Args) -> Result<()> {
         );
         let report = std::fs::read_to_string(out.join("report.md"))
             .with_context(|| format!("reading {}", out.join("report.md").display()))?;
-        headroom.push(Headroom::read(&d.label(), &out.join("comparison.json"))?);
-        sections.push((d.label(), command, report));
+        let title = if held {
+            format!("{} (held out: never trained on)", d.scenario())
+        } else {
+            d.scenario()
+        };
+        headroom.push(Headroom::read(&title, &out.join("comparison.json"))?);
+        sections.push((title, command, report));
     }
     write_card(args, &cfg, &manifest, &headroom, &sections)?;
     outln!("model card: {}", args.out.join(CARD_FILE).display());
@@ -370,6 +382,25 @@ fn reproduce(args: &Args) -> String {
     c
 }
 
+/// The model's captured share from a comparison's `captured gap` lines: `12.3% [95% CI 4.5,
+/// 20.1]`, `none to capture`, or `-` where the comparison has none.
+fn captured_of(lines: &serde_json::Value) -> String {
+    let Some(line) = lines
+        .as_array()
+        .and_then(|l| l.first())
+        .and_then(|l| l.as_str())
+    else {
+        return "-".into();
+    };
+    if line.contains("none to capture") {
+        return "none to capture".into();
+    }
+    match (line.find(" closes "), line.find(" of the distance")) {
+        (Some(a), Some(b)) if a + 8 <= b => line[a + 8..b].to_string(),
+        _ => "-".into(),
+    }
+}
+
 /// One trace's line of the card's summary, read back from its `comparison.json` (the model
 /// is that comparison's baseline, first among its policies).
 #[derive(Debug, Clone, PartialEq)]
@@ -385,6 +416,9 @@ struct Headroom {
     /// The mean lower bound of the average JCT, and the best heuristic's reducible share (%).
     bound_s: f64,
     best_reducible_pct: f64,
+    /// The share of the distance from the best heuristic to the bound the model closes, with
+    /// its 95% interval, as `compare` reports it (`captured gap`).
+    captured: String,
 }
 
 impl Headroom {
@@ -437,6 +471,7 @@ impl Headroom {
             ),
             bound_s: policy_row("min_avg_jct_s", 0)?,
             best_reducible_pct: policy_row("reducible_jct_pct", best_idx + 1)?,
+            captured: captured_of(&json["setup"]["captured_gap"]),
         })
     }
 }
@@ -641,22 +676,24 @@ fn write_card(
         )?;
         writeln!(
             s,
-            "| trace | cluster | best heuristic | its avg JCT (s) | model (s) | heuristic - model (s), 95% CI | lower bound (s) | most any policy could win |"
+            "| scenario | cluster | best heuristic | its avg JCT (s) | model (s) | model / best | heuristic - model (s), 95% CI | lower bound (s) | gap captured, 95% CI | most any policy could win |"
         )?;
-        writeln!(s, "|---|---|---|---|---|---|---|---|")?;
+        writeln!(s, "|---|---|---|---|---|---|---|---|---|---|")?;
         for h in headroom {
             writeln!(
                 s,
-                "| `{}` | `{}` | `{}` | {:.0} | {:.0} | {:+.1} [{:.1}, {:.1}] | {:.0} | {}% |",
+                "| {} | `{}` | `{}` | {:.0} | {:.0} | {:.3} | {:+.1} [{:.1}, {:.1}] | {:.0} | {} | {}% |",
                 h.trace,
                 h.cluster,
                 h.best,
                 h.best_jct_s,
                 h.model_jct_s,
+                h.model_jct_s / h.best_jct_s,
                 h.diff.0,
                 h.diff.1,
                 h.diff.2,
                 h.bound_s,
+                h.captured,
                 // Two significant digits below 1%, so a share of 0.0035% does not print as 0.
                 if h.best_reducible_pct >= 1.0 || h.best_reducible_pct == 0.0 {
                     format!("{:.1}", h.best_reducible_pct)
@@ -677,8 +714,8 @@ fn write_card(
             "Each table is the `report.md` of the command above it, with the model as the baseline: a cell's paired difference is that heuristic minus the model, so a positive avg-JCT difference means the model was better. Windows come from the validation part only, which training never saw. The units are windows x offered loads: neither the simulator nor these policies draw anything at random, so extra seeds would only repeat units and narrow the intervals falsely.\n"
         )?;
     }
-    for (trace, command, report) in sections {
-        writeln!(s, "### `{trace}`\n\n```sh\n{command}\n```\n")?;
+    for (scenario, command, report) in sections {
+        writeln!(s, "### {scenario}\n\n```sh\n{command}\n```\n")?;
         let body: String = report
             .lines()
             .skip_while(|l| l.starts_with("# "))

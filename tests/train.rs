@@ -23,6 +23,12 @@ seed = 7
 threads = 2
 [[data]]
 trace = "traces/itp/cluster10.csv"
+# Held out: compared in the card only.
+[[card]]
+trace = "traces/itp/cluster10.csv"
+cluster = "sia"
+throughputs = "sia"
+assign_workloads = "sia:1"
 [split]
 train = 0.6
 validation = 0.3
@@ -91,6 +97,7 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
         "curve.csv",
         "checkpoint/state.json",
         "compare/cluster10/report.md",
+        "compare/cluster10-sia/report.md",
     ] {
         assert!(model.join(f).is_file(), "missing {f}");
     }
@@ -116,6 +123,10 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
         // The summary: the best heuristic, the model, the bound.
         "| most any policy could win |",
         "| `traces/itp/cluster10.csv` | `",
+        // The held-out scenario, typed, with the heterogeneity-aware baselines.
+        "### `traces/itp/cluster10.csv` on `sia` (throughputs sia, workloads sia:1) (held out: never trained on)",
+        "`fifo/fastest/colocate`",
+        "| gap captured, 95% CI |",
         "| avg JCT lower bound (s) ↓ |",
         // How the figures relate to what the service runs.
         "`lachesis serve` decides `batched` by default",

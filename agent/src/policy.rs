@@ -11,9 +11,10 @@ use crate::manifest::{Manifest, ModelError, WEIGHTS_FILE};
 use crate::model::{Scorer, ScorerConfig};
 use burn::module::Module;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
+use lachesis_env::cluster::TaskPlacement;
 use lachesis_env::gym::{
     CANDIDATE_WIDTH, Candidate, Enumerator, EnvConfig, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES,
-    Observation, Taken, WAIT_ACTION,
+    Observation, Taken, WAIT_ACTION, idle_due,
 };
 use lachesis_env::policy::{Decision, DecisionContext, Placement, Planner, Policy, PolicyError};
 use lachesis_env::units::{NodeId, SimTime};
@@ -111,6 +112,9 @@ pub struct LearnedPolicy {
     start: Option<SimTime>,
     /// Model passes (shortlist, features, scores) over this policy's life.
     passes: u64,
+    /// When it last looked at a point with nobody waiting: once a
+    /// [`lachesis_env::gym::RESIZE_ROUND`], as in the environment it was trained in.
+    idle_at: Option<SimTime>,
 }
 
 impl std::fmt::Debug for LearnedPolicy {
@@ -141,6 +145,45 @@ fn take(
     decision: &mut Decision,
 ) -> Result<(), String> {
     let mark = planner.mark();
+    if chosen.host().is_some() {
+        // The GPU is the host's: the planner takes the guest's CPU and memory on the node.
+        let mut guest = ctx.job(chosen.placement.job).clone();
+        guest.task.gpus = 0;
+        guest.task.gpu_milli = 0;
+        let cpu_only: Vec<TaskPlacement> = chosen
+            .placement
+            .tasks
+            .iter()
+            .map(|t| TaskPlacement {
+                node: t.node,
+                gpus: Vec::new(),
+            })
+            .collect();
+        planner
+            .reserve(&guest, &cpu_only)
+            .map_err(|e| e.to_string())?;
+        taken.take(chosen);
+        decision.shares.push(chosen.placement.clone());
+        return Ok(());
+    }
+    if chosen.is_resize() {
+        // The job's tasks freed, its new ones taken, as `ClusterState::resize` does.
+        let job = chosen.placement.job;
+        let fits = if planner.free_running(job) {
+            planner
+                .reserve(ctx.job(job), &chosen.placement.tasks)
+                .map_err(|e| e.to_string())
+        } else {
+            Err(format!("job {job} to resize is not running"))
+        };
+        if fits.is_err() {
+            planner.undo_to(mark);
+            return fits;
+        }
+        taken.take(chosen);
+        decision.resizes.push(chosen.placement.clone());
+        return Ok(());
+    }
     let fits = match chosen
         .preemptions
         .iter()
@@ -203,6 +246,7 @@ impl LearnedPolicy {
             enumerator: None,
             start: None,
             passes: 0,
+            idle_at: None,
         }
     }
 
@@ -292,6 +336,11 @@ impl Policy for LearnedPolicy {
         &self.name
     }
 
+    /// With resize candidates it may grow a running elastic job while nobody waits.
+    fn acts_without_queue(&self) -> bool {
+        self.env.model_candidates
+    }
+
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
         let env = &self.env;
         let enumerator = self.enumerator.get_or_insert_with(|| {
@@ -308,6 +357,12 @@ impl Policy for LearnedPolicy {
         let start = *self.start.get_or_insert(ctx.now());
         let elapsed = ctx.now().saturating_sub(start);
         enumerator.observe(ctx);
+        // With nobody waiting only a grow of a running elastic job can be taken: a point that
+        // offers one at most once a round, as in training.
+        let idle = ctx.pending_len() == 0;
+        if idle && !idle_due(self.idle_at, ctx.now()) {
+            return Ok(Decision::default());
+        }
         let mut planner = ctx.planner();
         let mut taken = Taken::default();
         let mut decision = Decision::default();
@@ -317,6 +372,9 @@ impl Policy for LearnedPolicy {
                 enumerator.enumerate_in(ctx, &mut planner, &taken, placed_now(&taken), elapsed);
             if point.candidates.is_empty() {
                 break;
+            }
+            if idle {
+                self.idle_at = Some(ctx.now());
             }
             self.passes += 1;
             let obs = point.observation(enumerator.featurizer(), true);
@@ -346,7 +404,7 @@ impl Policy for LearnedPolicy {
                     message: format!("the scorer scored a legal candidate {bad}"),
                 });
             }
-            let before = decision.placements.len();
+            let before = decision.placements.len() + decision.resizes.len();
             match self.deciding {
                 Deciding::Stepwise => {
                     let best = greedy(&logits, &obs.mask);
@@ -378,12 +436,28 @@ impl Policy for LearnedPolicy {
                         }
                         let c = &point.candidates[a];
                         if taken.placed.contains(&c.placement.job)
-                            || c.preemptions.iter().any(|v| taken.preempted.contains(v))
+                            || taken.touches(c.placement.job)
+                            || c.host().is_some_and(|h| taken.touches(h))
+                            || c.preemptions.iter().any(|v| taken.touches(*v))
                         {
                             continue;
                         }
                         let fresh;
-                        let chosen = if touched.is_empty() {
+                        let chosen = if touched.is_empty() || c.host().is_some() {
+                            // A share is on its host's GPU, wherever this pass went; `take`
+                            // checks the node still has the CPU and memory.
+                            c
+                        } else if c.is_resize() {
+                            // A resize measured on what was: only where this pass left no mark.
+                            let old = planner.state().allocation(c.placement.job);
+                            let near = old
+                                .into_iter()
+                                .flat_map(|a| a.tasks.iter())
+                                .chain(&c.placement.tasks)
+                                .any(|t| touched.contains(&t.node));
+                            if near {
+                                continue;
+                            }
                             c
                         } else if c.preemptions.is_empty() {
                             let job = ctx.job(c.placement.job);
@@ -415,7 +489,7 @@ impl Policy for LearnedPolicy {
                     }
                 }
             }
-            if decision.placements.len() == before {
+            if decision.placements.len() + decision.resizes.len() == before {
                 break;
             }
         }

@@ -13,6 +13,9 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Training traces, each on its cluster (at least one).
     pub data: Vec<DataConfig>,
+    /// Held-out scenarios: traces, clusters or typings the model never trains on, compared in
+    /// the model card on their validation part beside the training traces' (`[[card]]`).
+    pub card: Vec<DataConfig>,
     pub split: SplitConfig,
     pub windows: WindowConfig,
     pub env: EnvConfig,
@@ -67,6 +70,27 @@ fn one() -> f64 {
 }
 
 impl DataConfig {
+    /// The scenario as the card's section titles name it: the label, then the cluster, the
+    /// table and the typing rules where given.
+    pub fn scenario(&self) -> String {
+        let mut s = format!("`{}`", self.label());
+        if self.cluster != "auto" {
+            s.push_str(&format!(" on `{}`", self.cluster));
+        }
+        let parts: Vec<String> = [
+            ("throughputs", &self.throughputs),
+            ("workloads", &self.assign_workloads),
+            ("elastic", &self.assign_elastic),
+        ]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+        .collect();
+        if !parts.is_empty() {
+            s.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        s
+    }
+
     /// The trace's name in the manifest and the card: its path, and its spread unless 1.
     pub fn label(&self) -> String {
         if self.spread == 1.0 {
@@ -266,6 +290,7 @@ impl Default for TrainConfig {
                 assign_workloads: None,
                 assign_elastic: None,
             }],
+            card: Vec::new(),
             split: SplitConfig::default(),
             windows: WindowConfig::default(),
             env: EnvConfig::default(),
@@ -480,24 +505,26 @@ impl TrainConfig {
         if self.data.is_empty() {
             return Err("data: give at least one [[data]] trace".into());
         }
-        if let Some(d) = self
-            .data
-            .iter()
-            .find(|d| !(d.spread.is_finite() && d.spread >= 0.0))
-        {
-            return Err(format!(
-                "data: {}: spread must be a finite exponent >= 0, got {}",
-                d.trace, d.spread
-            ));
-        }
-        if let Some(d) = self.data.iter().find(|d| {
-            d.throughputs.is_none() && (d.assign_workloads.is_some() || d.assign_elastic.is_some())
-        }) {
-            return Err(format!(
-                "data: {}: assign_workloads and assign_elastic need throughputs (the table the \
-                 typed jobs run at)",
-                d.trace
-            ));
+        for (section, entries) in [("data", &self.data), ("card", &self.card)] {
+            if let Some(d) = entries
+                .iter()
+                .find(|d| !(d.spread.is_finite() && d.spread >= 0.0))
+            {
+                return Err(format!(
+                    "{section}: {}: spread must be a finite exponent >= 0, got {}",
+                    d.trace, d.spread
+                ));
+            }
+            if let Some(d) = entries.iter().find(|d| {
+                d.throughputs.is_none()
+                    && (d.assign_workloads.is_some() || d.assign_elastic.is_some())
+            }) {
+                return Err(format!(
+                    "{section}: {}: assign_workloads and assign_elastic need throughputs (the \
+                     table the typed jobs run at)",
+                    d.trace
+                ));
+            }
         }
         let fraction = |f: f64| f.is_finite() && f > 0.0 && f < 1.0;
         if !fraction(self.split.train)

@@ -161,12 +161,58 @@ impl OnlineMix {
     }
 }
 
-/// One legal non-wait action: preempt `preemptions` (empty for a plain placement), then place.
+/// What taking a [`Candidate`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateKind {
+    /// Preempt `preemptions` (none for a plain start), then start the pending job.
+    Start,
+    /// Move running elastic job `placement.job` to `placement.tasks` (grown or shrunk).
+    Resize,
+    /// Start the pending job on the GPU running job `host` holds alone, sharing it.
+    Share { host: JobId },
+}
+
+/// One legal non-wait action: see [`CandidateKind`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub preemptions: Vec<JobId>,
     pub placement: Placement,
     pub stats: CandidateStats,
+    pub kind: CandidateKind,
+}
+
+impl Candidate {
+    /// The decision that takes this candidate alone.
+    pub fn decision(&self) -> crate::policy::Decision {
+        let one = vec![self.placement.clone()];
+        match self.kind {
+            CandidateKind::Start => crate::policy::Decision {
+                preemptions: self.preemptions.clone(),
+                placements: one,
+                ..crate::policy::Decision::default()
+            },
+            CandidateKind::Resize => crate::policy::Decision {
+                resizes: one,
+                ..crate::policy::Decision::default()
+            },
+            CandidateKind::Share { .. } => crate::policy::Decision {
+                shares: one,
+                ..crate::policy::Decision::default()
+            },
+        }
+    }
+
+    pub fn is_resize(&self) -> bool {
+        self.kind == CandidateKind::Resize
+    }
+
+    /// The job it would share a GPU with, for a share.
+    pub fn host(&self) -> Option<JobId> {
+        match self.kind {
+            CandidateKind::Share { host } => Some(host),
+            _ => None,
+        }
+    }
 }
 
 /// A shortlisted pending job: its submit-order rank, predicted remaining time and rank by it.
@@ -424,6 +470,7 @@ fn candidate(
             ..job_stats(listed, proposal.nodes.len(), min_nodes)
         },
         preemptions,
+        kind: CandidateKind::Start,
     }
 }
 
@@ -550,16 +597,39 @@ fn free_after(state: &ClusterState, nodes: &[NodeId]) -> (f64, f64, f64) {
 pub struct Taken {
     pub placed: Vec<JobId>,
     pub preempted: Vec<JobId>,
+    /// Running jobs resized (each at most once a decision, and never then a victim).
+    pub resized: Vec<JobId>,
+    /// Running jobs a share placed a job beside (each at most once, never then a victim).
+    pub hosts: Vec<JobId>,
 }
 
 impl Taken {
     /// Records that `c` was chosen.
     pub fn take(&mut self, c: &Candidate) {
-        self.placed.push(c.placement.job);
-        self.preempted.extend_from_slice(&c.preemptions);
+        match c.kind {
+            CandidateKind::Resize => self.resized.push(c.placement.job),
+            CandidateKind::Share { host } => {
+                self.placed.push(c.placement.job);
+                self.hosts.push(host);
+            }
+            CandidateKind::Start => {
+                self.placed.push(c.placement.job);
+                self.preempted.extend_from_slice(&c.preemptions);
+            }
+        }
     }
+
+    /// Whether running job `job` was touched by what was taken (preempted, resized or made a
+    /// host): it may not be touched again in this decision.
+    pub fn touches(&self, job: JobId) -> bool {
+        self.preempted.contains(&job) || self.resized.contains(&job) || self.hosts.contains(&job)
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.placed.is_empty() && self.preempted.is_empty()
+        self.placed.is_empty()
+            && self.preempted.is_empty()
+            && self.resized.is_empty()
+            && self.hosts.is_empty()
     }
 }
 
@@ -973,6 +1043,8 @@ fn candidates_in(
     // Tiresias' greedy pass, a job that can neither start nor preempt is passed over, so jobs
     // stuck at the head of a ranking do not crowd out those behind them that could run.
     let mut tried = vec![false; ranked.listed.len()];
+    // Jobs considered that got no candidate: a share, or a shrink, may make room for them.
+    let mut blocked: Vec<usize> = Vec::new();
     'quarters: for (order, quota) in ranked.orders.iter().zip(ranked.quotas) {
         let mut got = 0;
         for &i in order {
@@ -984,13 +1056,29 @@ fn candidates_in(
             }
             if walk.offer(&ranked.listed[i]) {
                 got += 1;
+            } else {
+                blocked.push(i);
             }
             if walk.candidates.len() >= limit {
                 break 'quarters;
             }
         }
     }
-    let candidates = walk.candidates;
+    let mut candidates = walk.candidates;
+    if model_candidates {
+        let blocked: Vec<&Listed<'_>> = blocked.iter().map(|i| &ranked.listed[*i]).collect();
+        share_candidates(
+            ctx,
+            planner,
+            taken,
+            &rates,
+            &blocked,
+            &mut candidates,
+            limit,
+        );
+        let blocked = !blocked.is_empty();
+        resize_candidates(ctx, planner, taken, &rates, blocked, &mut candidates, limit);
+    }
     DecisionPoint {
         candidates,
         global,
@@ -1201,6 +1289,286 @@ impl<'a> Walk<'_, 'a, '_> {
                 return;
             }
         }
+    }
+}
+
+/// At most this many share candidates a decision point.
+const SHARES: usize = 4;
+
+/// Share candidates, as Gavel's space sharing: for each job considered that got no candidate
+/// (`blocked`, in the order considered) and is one task on one whole GPU with a workload type,
+/// the running job it would best share a GPU with. Hosts are typed jobs of that shape alone on
+/// their GPU (not touched by this decision), the pair one the table lets share on the GPU's
+/// model, the node with CPU and memory for the guest; the best host maximises the pair's
+/// summed normalised rate (each job's shared rate over its rate alone there), the earliest
+/// node among equals. The candidate's speed features are the guest's shared rate (unless
+/// rates are hidden), with `partner_rate` the host's shared rate over its rate alone.
+fn share_candidates(
+    ctx: &DecisionContext<'_>,
+    planner: &Planner<'_>,
+    taken: &Taken,
+    rates: &Rates<'_>,
+    blocked: &[&Listed<'_>],
+    out: &mut Vec<Candidate>,
+    limit: usize,
+) {
+    let Some(view) = ctx.throughputs() else {
+        return;
+    };
+    let one_gpu =
+        |job: &JobSpec| job.tasks == 1 && job.task.gpus == 1 && job.task.gpu_milli == GPU_MILLI;
+    let guests: Vec<&Listed<'_>> = blocked
+        .iter()
+        .copied()
+        .filter(|l| one_gpu(l.p.spec) && view.is_typed(l.p.spec.id))
+        .collect();
+    if guests.is_empty() {
+        return;
+    }
+    let state = planner.state();
+    let spec = rates.spec;
+    // (host, node, GPU, model), in running order.
+    let mut hosts: Vec<(JobId, NodeId, u8, GpuModelId)> = state
+        .running()
+        .filter(|a| {
+            a.task.gpus == 1
+                && a.task.gpu_milli == GPU_MILLI
+                && a.tasks.len() == 1
+                && a.tasks[0].gpus.len() == 1
+                && view.is_typed(a.job)
+                && !state.shares_gpu(a)
+                && !planner.has_freed(a.job)
+                && !taken.touches(a.job)
+                && !taken.placed.contains(&a.job)
+        })
+        .filter_map(|a| {
+            let t = &a.tasks[0];
+            let model = spec.nodes.get(t.node.index())?.gpu_model?;
+            Some((a.job, t.node, t.gpus[0], model))
+        })
+        .collect();
+    let mut offered = 0;
+    for l in guests {
+        if offered >= SHARES || out.len() >= limit || hosts.is_empty() {
+            return;
+        }
+        let job = l.p.spec;
+        let mask = spec.job_mask(job);
+        let mut best: Option<(f64, usize, [f64; 2], f64)> = None;
+        for (i, &(host, node, _, model)) in hosts.iter().enumerate() {
+            if !mask.allows_model(model)
+                || mask.classes & (1u64 << spec.node_class(node)) == 0
+                || state.cpu_free(node) < job.task.cpu_milli
+                || state.mem_free(node) < job.task.mem_mib
+            {
+                continue;
+            }
+            let other = ctx.job(host);
+            let Some(pair) = view.pair_speeds(job, other, model) else {
+                continue;
+            };
+            let (Some(alone), Some(other_alone)) =
+                (view.speed(job, model, 1), view.speed(other, model, 1))
+            else {
+                continue;
+            };
+            if alone <= 0.0 || other_alone <= 0.0 {
+                continue;
+            }
+            let partner = pair[1] / other_alone;
+            let score = pair[0] / alone + partner;
+            if best.is_none_or(|(b, ..)| score > b) {
+                best = Some((score, i, pair, partner));
+            }
+        }
+        let Some((_, i, pair, partner)) = best else {
+            continue;
+        };
+        // One guest a host.
+        let (host, node, gpu, _) = hosts.remove(i);
+        let tasks = vec![TaskPlacement {
+            node,
+            gpus: vec![gpu],
+        }];
+        let (speed, rate_vs_best, rates_known) = if rates.hide {
+            rates.of(ctx, job, &[node], 1)
+        } else {
+            let best = view.best_model(job).map_or(pair[0], |(_, s)| s);
+            (pair[0], pair[0] / best, true)
+        };
+        out.push(Candidate {
+            preemptions: Vec::new(),
+            stats: CandidateStats {
+                speed,
+                rate_vs_best,
+                rates_known,
+                share: true,
+                partner_rate: if rates.hide { 0.0 } else { partner },
+                size_ratio: 1.0,
+                ..job_stats(l, 1, 1)
+            },
+            placement: Placement { job: job.id, tasks },
+            kind: CandidateKind::Share { host },
+        });
+        offered += 1;
+    }
+}
+
+/// With resize candidates, a decision point with nobody waiting (where only a grow can be
+/// taken) comes at most once a round, as Pollux and Sia reallocate once a minute: asking at
+/// every event while elastic jobs run multiplies the decisions of a run several times over.
+pub const RESIZE_ROUND: SimTime = SimTime::from_secs(60);
+
+/// Whether a point with nobody waiting is due at `now`, the last one having been at `last`.
+pub fn idle_due(last: Option<SimTime>, now: SimTime) -> bool {
+    last.is_none_or(|t| now >= t.saturating_add(RESIZE_ROUND))
+}
+
+/// At most this many grow and this many shrink candidates a decision point.
+const RESIZES: usize = 4;
+/// Running elastic jobs tried for a grow a decision point (each a placement search).
+const GROW_TRIES: usize = 8;
+
+/// Resize candidates of running elastic jobs (typed, preemptible, not sharing a GPU, not
+/// touched by this decision nor started or resized at this instant): a grow to the next size the table rates on the job's GPU model,
+/// where best fit within that model finds room once the job's own tasks are freed (smallest
+/// jobs tried first); and when some considered job got no candidate (`blocked`), a shrink of
+/// the largest jobs to the next smaller rated size, keeping their first tasks.
+fn resize_candidates(
+    ctx: &DecisionContext<'_>,
+    planner: &mut Planner<'_>,
+    taken: &Taken,
+    rates: &Rates<'_>,
+    blocked: bool,
+    out: &mut Vec<Candidate>,
+    limit: usize,
+) {
+    let Some(view) = ctx.throughputs() else {
+        return;
+    };
+    let spec = rates.spec;
+    let mut jobs: Vec<(JobId, Vec<TaskPlacement>)> = {
+        let state = planner.state();
+        state
+            .running()
+            .filter(|a| a.elastic && a.preemptible && a.task.gpus > 0 && !state.shares_gpu(a))
+            .filter(|a| {
+                !taken.touches(a.job)
+                    && !taken.placed.contains(&a.job)
+                    && !planner.has_freed(a.job)
+                    && view.is_typed(a.job)
+                    // Started or resized at this instant: not again, or a policy could grow
+                    // and shrink a job back and forth without time passing.
+                    && ctx.runtime(a.job).run_start != Some(ctx.now())
+            })
+            .map(|a| (a.job, a.tasks.to_vec()))
+            .collect()
+    };
+    if jobs.is_empty() {
+        return;
+    }
+    // The rated task counts of `job` on model `m`, ascending.
+    let rated = |job: &JobSpec, m: GpuModelId| -> Vec<u32> {
+        let Some(e) = job.elastic else {
+            return Vec::new();
+        };
+        let g = job.task.gpus.max(1);
+        ((e.min_gpus / g).max(1)..=(e.max_gpus / g))
+            .filter(|t| view.speed(job, m, t * g).is_some_and(|s| s > 0.0))
+            .collect()
+    };
+    let model_of = |tasks: &[TaskPlacement]| {
+        tasks
+            .first()
+            .and_then(|t| spec.nodes.get(t.node.index())?.gpu_model)
+    };
+    jobs.sort_by_key(|(id, tasks)| (tasks.len(), *id));
+    let mut grown = 0;
+    for (id, tasks) in jobs.iter().take(GROW_TRIES) {
+        if grown >= RESIZES || out.len() >= limit {
+            break;
+        }
+        let job = ctx.job(*id);
+        let Some(m) = model_of(tasks) else { continue };
+        let k = tasks.len() as u32;
+        let Some(&next) = rated(job, m).iter().find(|t| **t > k) else {
+            continue;
+        };
+        let mark = planner.mark();
+        let placed = planner.free_running(*id).then(|| {
+            let bigger = restrict(spec, job, Some(m), next);
+            StrategyPlacer::new("best-fit", FitStrategy::BestFit).place(planner, &bigger)
+        });
+        planner.undo_to(mark);
+        if let Some(Some(new)) = placed {
+            out.push(resize_candidate(ctx, rates, job, k, new));
+            grown += 1;
+        }
+    }
+    if !blocked {
+        return;
+    }
+    let mut shrunk = 0;
+    for (id, tasks) in jobs.iter().rev() {
+        if shrunk >= RESIZES || out.len() >= limit {
+            break;
+        }
+        let job = ctx.job(*id);
+        let Some(m) = model_of(tasks) else { continue };
+        let k = tasks.len() as u32;
+        let Some(&next) = rated(job, m).iter().rev().find(|t| **t < k) else {
+            continue;
+        };
+        out.push(resize_candidate(
+            ctx,
+            rates,
+            job,
+            k,
+            tasks[..next as usize].to_vec(),
+        ));
+        shrunk += 1;
+    }
+}
+
+/// The candidate of moving running `job` (on `current` tasks) to `tasks`.
+fn resize_candidate(
+    ctx: &DecisionContext<'_>,
+    rates: &Rates<'_>,
+    job: &JobSpec,
+    current: u32,
+    tasks: Vec<TaskPlacement>,
+) -> Candidate {
+    let nodes = node_set(&tasks);
+    let n = tasks.len() as u32;
+    let (speed, rate_vs_best, rates_known) = rates.of(ctx, job, &nodes, n);
+    let rt = ctx.runtime(job.id);
+    let running = ctx
+        .now()
+        .saturating_sub(rt.run_start.unwrap_or(ctx.now()))
+        .ms();
+    Candidate {
+        preemptions: Vec::new(),
+        stats: CandidateStats {
+            gpus_total: u64::from(n) * u64::from(job.task.gpus),
+            gpu_share_milli: job.task.gpu_milli,
+            tasks: n,
+            cpu_milli_per_task: job.task.cpu_milli,
+            gpu_milli_total: u64::from(n) * job.task.gpu_milli_total(),
+            waited: ctx.now().saturating_sub(job.submit),
+            estimate: job.estimate,
+            attained_ms: rt.attained_ms + running,
+            preemptions: rt.preemptions,
+            priority: job.priority,
+            nodes_used: nodes.len(),
+            speed,
+            rate_vs_best,
+            rates_known,
+            size_ratio: f64::from(n) / f64::from(current.max(1)),
+            resize: true,
+            ..CandidateStats::default()
+        },
+        placement: Placement { job: job.id, tasks },
+        kind: CandidateKind::Resize,
     }
 }
 

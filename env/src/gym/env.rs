@@ -1,13 +1,13 @@
 //! `SchedEnv`: one trace window on one cluster as a Gymnasium-style episode.
 
-use super::candidates::{Candidate, DecisionPoint, Enumerator, Proposer};
+use super::candidates::{Candidate, CandidateKind, DecisionPoint, Enumerator, Proposer, idle_due};
 use super::features::{
     FEATURE_SCHEMA_VERSION, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES, Observation, WAIT_ACTION,
 };
 use super::reward::{RewardConfig, RewardTerms, Snapshot, terms_between};
 use crate::cluster::ClusterSpec;
 use crate::job::Trace;
-use crate::policy::{Decision, Policy};
+use crate::policy::Policy;
 use crate::sim::{SimConfig, SimError, SimResult, Simulator};
 use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
@@ -187,6 +187,11 @@ pub struct SchedEnv<'t> {
     placed_now: u32,
     placed_at: SimTime,
     done: bool,
+    /// Resize candidates are offered (elastic jobs, a throughput table, `model_candidates`):
+    /// the episode also stops while elastic jobs run with nobody waiting.
+    resizes: bool,
+    /// When the last point with nobody waiting was offered (at most one a [`super::RESIZE_ROUND`]).
+    idle_at: Option<SimTime>,
 }
 
 impl std::fmt::Debug for SchedEnv<'_> {
@@ -205,6 +210,9 @@ impl<'t> SchedEnv<'t> {
     pub fn new(trace: &'t Trace, spec: Arc<ClusterSpec>, cfg: EnvConfig) -> Result<Self, EnvError> {
         cfg.validate().map_err(EnvError::Config)?;
         Simulator::new(trace, Arc::clone(&spec), &cfg.sim)?;
+        let cfg_resizes = cfg.model_candidates
+            && cfg.sim.throughputs.is_some()
+            && trace.jobs().iter().any(|j| j.elastic.is_some());
         let featurizer = Featurizer {
             total_gpu_milli: spec.total_gpu_milli(),
             total_gpus: spec.total_gpus(),
@@ -226,6 +234,8 @@ impl<'t> SchedEnv<'t> {
             placed_now: 0,
             placed_at: SimTime::ZERO,
             done: true,
+            resizes: cfg_resizes,
+            idle_at: None,
         })
     }
 
@@ -246,11 +256,9 @@ impl<'t> SchedEnv<'t> {
     pub fn reset(&mut self, seed: u64) -> Result<(Observation, Info), EnvError> {
         let mut sim_cfg = self.cfg.sim.clone();
         sim_cfg.seed = seed;
-        self.sim = Some(Simulator::new(
-            self.trace,
-            Arc::clone(&self.spec),
-            &sim_cfg,
-        )?);
+        let mut sim = Simulator::new(self.trace, Arc::clone(&self.spec), &sim_cfg)?;
+        sim.ask_without_queue(self.resizes);
+        self.sim = Some(sim);
         self.enumerator = Enumerator::from_config(&self.cfg, self.featurizer, MAX_CANDIDATES - 1);
         self.steps = 0;
         self.placed_now = 0;
@@ -258,6 +266,7 @@ impl<'t> SchedEnv<'t> {
         // The simulator starts at the window's first submit: the episode's time origin.
         self.start = self.now();
         self.placed_at = self.start;
+        self.idle_at = None;
         let mut terms = RewardTerms::default();
         let end = self.advance_to_choice(&mut terms);
         let step = self.finish_step(terms, end);
@@ -282,12 +291,7 @@ impl<'t> SchedEnv<'t> {
                 .point
                 .take()
                 .expect("a live episode has a decision point");
-            let chosen = &point.candidates[action];
-            let decision = Decision {
-                preemptions: chosen.preemptions.clone(),
-                placements: vec![chosen.placement.clone()],
-                ..Decision::default()
-            };
+            let decision = point.candidates[action].decision();
             let sim = self.sim.as_mut().expect("a live episode has a simulator");
             sim.apply(&decision);
             self.count_placement();
@@ -324,8 +328,32 @@ impl<'t> SchedEnv<'t> {
         // Where waiting is masked (work-conserving), the teacher's "nothing now" becomes the
         // first candidate.
         let wait = if wait_legal { WAIT_ACTION } else { 0 };
+        // A resize the teacher makes first (to admit a job, or into idle GPUs): the candidate
+        // of the same job at the same size.
+        for r in &decision.resizes {
+            if let Some(i) = point.candidates.iter().position(|c| {
+                c.is_resize()
+                    && c.placement.job == r.job
+                    && c.placement.tasks.len() == r.tasks.len()
+            }) {
+                return Ok((i, true));
+            }
+        }
         if decision.placements.is_empty() {
-            return Ok((wait, wait_legal));
+            // A share the teacher makes: the share candidate of the same job, exact when it
+            // takes the same GPU.
+            for sh in &decision.shares {
+                let mut same = point
+                    .candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.host().is_some() && c.placement.job == sh.job);
+                if let Some((i, c)) = same.next() {
+                    return Ok((i, c.placement.tasks == sh.tasks));
+                }
+            }
+            let nothing = decision.resizes.is_empty() && decision.shares.is_empty();
+            return Ok((wait, wait_legal && nothing));
         }
         let nodes = |tasks: &[crate::cluster::TaskPlacement]| {
             let mut n: Vec<_> = tasks.iter().map(|t| t.node).collect();
@@ -336,11 +364,9 @@ impl<'t> SchedEnv<'t> {
         for (k, placement) in decision.placements.iter().enumerate() {
             let want = nodes(&placement.tasks);
             let same_job = || {
-                point
-                    .candidates
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| c.placement.job == placement.job)
+                point.candidates.iter().enumerate().filter(|(_, c)| {
+                    c.kind == CandidateKind::Start && c.placement.job == placement.job
+                })
             };
             if let Some((i, _)) = same_job().find(|(_, c)| nodes(&c.placement.tasks) == want) {
                 return Ok((i, k == 0));
@@ -411,8 +437,14 @@ impl<'t> SchedEnv<'t> {
         loop {
             let sim = self.sim.as_ref().expect("a live episode has a simulator");
             let pending = sim.context().pending_len();
-            if pending > 0 {
-                let now = sim.now();
+            // With resize candidates, a point with nobody waiting may grow a running job: one
+            // that offers a grow at most once a round.
+            let now = sim.now();
+            let idle = pending == 0
+                && self.resizes
+                && idle_due(self.idle_at, now)
+                && sim.context().cluster().running().any(|a| a.elastic);
+            if pending > 0 || idle {
                 if now != self.placed_at {
                     self.placed_at = now;
                     self.placed_now = 0;
@@ -423,6 +455,10 @@ impl<'t> SchedEnv<'t> {
                     now.saturating_sub(self.start),
                 );
                 let any = !point.candidates.is_empty();
+                if any && pending == 0 {
+                    // A round begins where a grow was offered.
+                    self.idle_at = Some(now);
+                }
                 self.point = Some(point);
                 if any {
                     return None;

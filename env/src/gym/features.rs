@@ -27,11 +27,15 @@
 //! rates visible) or from the GPU models' catalog speeds, the candidate's size against the
 //! job's request (`size_ratio`: an elastic job started smaller) and `by_model` (proposed on
 //! one GPU model by the per-model proposer).
+//! Version 7 added `is_resize`: the candidate grows or shrinks a running elastic job (its
+//! `size_ratio` is then the new size over the current one); `is_share`: it starts a job on a
+//! GPU a running job holds (its speeds are then the shared rate's), and `partner_rate`: that
+//! running job's shared rate over its rate alone (0 when rates are hidden).
 
 use crate::units::SimTime;
 
 /// Bumped whenever a feature is added, removed, reordered or rescaled.
-pub const FEATURE_SCHEMA_VERSION: u32 = 6;
+pub const FEATURE_SCHEMA_VERSION: u32 = 7;
 
 /// Rows in an observation: candidate actions, padded, the last one always "wait".
 pub const MAX_CANDIDATES: usize = 64;
@@ -43,7 +47,7 @@ pub const WAIT_ACTION: usize = MAX_CANDIDATES - 1;
 pub const FEATURE_BOUND: f32 = 10.0;
 
 /// Names of the per-candidate features, in row order.
-pub const CANDIDATE_FEATURES: [&str; 38] = [
+pub const CANDIDATE_FEATURES: [&str; 41] = [
     "is_wait",                     // 1 for the wait row, 0 otherwise
     "job_gpus_log",                // ln(1 + GPUs of the whole gang)
     "job_gpu_share",               // share of each GPU a task takes (milli / 1000)
@@ -82,6 +86,9 @@ pub const CANDIDATE_FEATURES: [&str; 38] = [
     "rates_known",                 // 1 when the speeds are the table's (typed, rates visible)
     "size_ratio",                  // GPUs of this placement / GPUs the job asks for
     "by_model",                    // proposed on one GPU model by the per-model proposer
+    "is_resize",                   // 1 when it resizes a running elastic job
+    "is_share",                    // 1 when it shares a GPU with a running job
+    "partner_rate",                // for a share: the running job's rate shared / alone
 ];
 
 /// Names of the global features, in order.
@@ -167,6 +174,12 @@ pub struct CandidateStats {
     pub size_ratio: f64,
     /// The GPU model the per-model proposer placed it on (`None`: another proposer's).
     pub model: Option<crate::units::GpuModelId>,
+    /// It resizes a running elastic job.
+    pub resize: bool,
+    /// It starts the job on a GPU a running job holds.
+    pub share: bool,
+    /// For a share: the running job's rate shared over its rate alone (0: hidden or none).
+    pub partner_rate: f64,
 }
 
 /// The cluster and queue at a decision point, in natural units.
@@ -298,6 +311,9 @@ impl Featurizer {
             flag(c.rates_known),
             c.size_ratio as f32,
             flag(c.proposed_by & 8 != 0),
+            flag(c.resize),
+            flag(c.share),
+            c.partner_rate as f32,
         ])
     }
 
@@ -421,7 +437,7 @@ mod tests {
         // Preempting two jobs of 8 GPUs in all.
         assert!((row[22] - 3f32.ln()).abs() < 1e-6);
         assert_eq!(row[23], 0.25);
-        assert_eq!(&row[26..], &[0.0; 12]);
+        assert_eq!(&row[26..], &[0.0; 15]);
         // Twice the reference speed, at half its best, from the table, started at half size,
         // by the per-model proposer.
         let typed = f.candidate_row(&CandidateStats {
@@ -433,7 +449,7 @@ mod tests {
             ..c
         });
         assert!((typed[33] - 2f32.ln()).abs() < 1e-6);
-        assert_eq!(&typed[34..], &[0.5, 1.0, 0.5, 1.0]);
+        assert_eq!(&typed[34..], &[0.5, 1.0, 0.5, 1.0, 0.0, 0.0, 0.0]);
         assert_eq!(typed[21], 0.0, "by_model is not by_fgd_or_other");
         let gittins = f.candidate_row(&CandidateStats {
             gittins: 2.0,

@@ -31,7 +31,9 @@ mod vector;
 #[cfg(test)]
 mod tests;
 
-pub use candidates::{Candidate, DecisionPoint, Enumerator, Proposer, Taken};
+pub use candidates::{
+    Candidate, CandidateKind, DecisionPoint, Enumerator, Proposer, RESIZE_ROUND, Taken, idle_due,
+};
 pub use check::{CheckError, CheckReport, check_env};
 pub use env::{EndReason, EnvConfig, EnvError, Info, SchedEnv, Step};
 pub use features::{

@@ -1272,3 +1272,181 @@ fn typed_jobs_get_a_candidate_per_gpu_model_and_elastic_jobs_a_smaller_start() {
     assert_eq!(result.summary.rejected_decisions, 0);
     assert_eq!(result.jobs[1].first_start, Some(SimTime::from_secs(10)));
 }
+
+/// Resize candidates: an elastic job running on 2 of 8 V100s is offered a grow to the next
+/// size Gavel's table rates (4) at the next decision point, then to 8 when the GPUs are idle
+/// with nobody waiting; when a rigid 4-GPU job arrives that does not fit, the grown job is
+/// offered a shrink. Every resize candidate
+/// of the episode stays within `min_gpus..max_gpus` at a rated size, and none is rejected.
+#[test]
+fn running_elastic_jobs_get_grow_and_shrink_candidates_within_their_range() {
+    use crate::job::tests::job;
+    use crate::job::{Elastic, TaskRequest, WorkloadType};
+    use crate::units::{JobId, SimTime};
+    let spec = Arc::new(load_cluster("1x8:V100").unwrap());
+    let mut e = job("e", 0, TaskRequest::whole(1, 1000, 1024));
+    e.tasks = 2;
+    e.workload = WorkloadType::new("ResNet-18 (batch size 16)");
+    e.elastic = Some(Elastic {
+        min_gpus: 1,
+        max_gpus: 8,
+    });
+    // x (1 GPU, 10 s) gives a decision point at 300 s and another as it ends.
+    let mut x = job("x", 300, TaskRequest::whole(1, 1000, 1024));
+    x.id = JobId(1);
+    let mut r = job("r", 600, TaskRequest::whole(1, 1000, 1024));
+    r.id = JobId(2);
+    r.tasks = 4;
+    let trace = Trace::new(
+        "resize",
+        vec![e, x, r],
+        vec![
+            SimTime::from_secs(7200),
+            SimTime::from_secs(10),
+            SimTime::from_secs(600),
+        ],
+        vec!["t".into()],
+    )
+    .unwrap();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    env.reset(0).unwrap();
+    // Start e as asked (2 GPUs).
+    let start = (0..MAX_CANDIDATES)
+        .find(|i| env.candidate(*i).is_some_and(|c| !c.is_resize()))
+        .unwrap();
+    let mut s = env.step(start).unwrap();
+    let resizes = |env: &SchedEnv<'_>| -> Vec<Candidate> {
+        (0..MAX_CANDIDATES)
+            .filter_map(|i| env.candidate(i))
+            .filter(|c| c.is_resize())
+            .cloned()
+            .collect()
+    };
+    // Not at the instant it started: the next decision point (x's arrival) offers the grow.
+    assert_eq!(s.info.now_s, 300.0);
+    assert!(!resizes(&env).is_empty());
+    let mut first_grow = None;
+    let (mut grew, mut shrank) = (false, false);
+    while !(s.terminated || s.truncated) {
+        for c in resizes(&env) {
+            let n = c.placement.tasks.len();
+            assert!(
+                [1, 2, 4, 8].contains(&n),
+                "{n} GPUs: not a rated size in 1..=8"
+            );
+        }
+        // Take a resize when offered (grow first, then the shrink r needs), else the first.
+        let a = (0..MAX_CANDIDATES)
+            .find(|i| env.candidate(*i).is_some_and(|c| c.is_resize()))
+            .or_else(|| s.obs.legal_actions().next())
+            .unwrap();
+        if let Some(c) = env.candidate(a).filter(|c| c.is_resize()) {
+            if c.stats.size_ratio > 1.0 {
+                first_grow.get_or_insert((c.placement.tasks.len(), c.stats.size_ratio));
+                assert_eq!(s.obs.row(a)[38], 1.0, "is_resize");
+                grew = true;
+            } else {
+                shrank = true;
+            }
+        }
+        s = env.step(a).unwrap();
+    }
+    assert!(grew && shrank, "grew {grew}, shrank {shrank}");
+    assert_eq!(
+        first_grow,
+        Some((4, 2.0)),
+        "2 GPUs grow to the next rated size"
+    );
+    let result = env.finish("test").unwrap();
+    assert_eq!(result.summary.rejected_decisions, 0);
+    assert!(result.summary.resizes >= 2, "{}", result.summary.resizes);
+    assert_eq!(result.summary.finished, 3);
+}
+
+/// Share candidates (issue #26): on one 2-GPU V100 node, A (ResNet-50 bs 64) and H (LM bs 20)
+/// hold both GPUs; G (ResNet-50 bs 128) and B (LM bs 20) arrive blocked. Every share offered
+/// is a pair Gavel's table lets share a V100, on a GPU its host holds alone (never a third
+/// job); A never hosts G (the table forbids that pair); taking one shares without a rejected
+/// decision, and every job finishes.
+#[test]
+fn blocked_typed_jobs_get_share_candidates_only_where_the_table_allows_the_pair() {
+    use crate::job::tests::job;
+    use crate::job::{TaskRequest, WorkloadType};
+    use crate::throughput::load_table;
+    use crate::units::{JobId, SimTime};
+    let spec = Arc::new(load_cluster("1x2:V100").unwrap());
+    let typed = |name: &str, id: u32, at: u64, w: &str| {
+        let mut j = job(name, at, TaskRequest::whole(1, 1000, 1024));
+        j.id = JobId(id);
+        j.workload = WorkloadType::new(w);
+        j
+    };
+    let workloads = [
+        "ResNet-50 (batch size 64)",
+        "LM (batch size 20)",
+        "ResNet-50 (batch size 128)",
+        "LM (batch size 20)",
+    ];
+    let trace = Trace::new(
+        "share",
+        vec![
+            typed("A", 0, 0, workloads[0]),
+            typed("H", 1, 0, workloads[1]),
+            typed("G", 2, 10, workloads[2]),
+            typed("B", 3, 20, workloads[3]),
+        ],
+        [1000, 1000, 100, 100].map(SimTime::from_secs).to_vec(),
+        vec!["t".into()],
+    )
+    .unwrap();
+    let table = load_table("gavel").unwrap();
+    let v100 = table.gpu("V100").unwrap();
+    let may_share = |a: JobId, b: JobId| {
+        let w = |j: JobId| table.workload(workloads[j.index()]).unwrap();
+        table
+            .pair(w(a), w(b), v100)
+            .is_some_and(|[x, y]| x > 0.0 && y > 0.0)
+    };
+    assert!(
+        !may_share(JobId(2), JobId(0)),
+        "the table forbids G beside A"
+    );
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    let (mut obs, _) = env.reset(0).unwrap();
+    let mut hosts: Vec<JobId> = Vec::new();
+    let mut offered = 0;
+    let mut done = false;
+    while !done {
+        let shares: Vec<(usize, Candidate)> = (0..MAX_CANDIDATES)
+            .filter_map(|i| Some((i, env.candidate(i)?.clone())))
+            .filter(|(_, c)| c.host().is_some())
+            .collect();
+        for (i, c) in &shares {
+            let host = c.host().unwrap();
+            assert!(may_share(c.placement.job, host), "{c:?}");
+            assert!(!hosts.contains(&host), "a third job on {host}'s GPU");
+            assert_eq!(obs.row(*i)[39], 1.0, "is_share");
+            assert!(obs.row(*i)[40] > 0.0, "partner_rate");
+            offered += 1;
+        }
+        let a = match shares.first() {
+            Some((i, c)) => {
+                hosts.push(c.host().unwrap());
+                *i
+            }
+            None => obs.legal_actions().next().unwrap(),
+        };
+        let s = env.step(a).unwrap();
+        obs = s.obs;
+        done = s.terminated || s.truncated;
+    }
+    assert!(offered > 0, "no share was offered");
+    let result = env.finish("test").unwrap();
+    assert_eq!(result.summary.rejected_decisions, 0);
+    assert_eq!(result.summary.shares as usize, hosts.len());
+    assert_eq!(result.summary.finished, 4);
+}

@@ -87,6 +87,8 @@ impl<'t> SchedEnv<'t> {
             placed_now: self.placed_now,
             placed_at: self.placed_at,
             done: false,
+            resizes: self.resizes,
+            idle_at: self.idle_at,
         })
     }
 }
