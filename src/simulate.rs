@@ -57,7 +57,8 @@ pub struct Args {
     /// Simulation config file (TOML, fields of SimConfig); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Skip (and count) jobs that can never fit the cluster instead of failing.
+    /// Skip (and count) jobs that can never fit the cluster, or that the --throughputs table
+    /// rates at their size on no GPU model they may use, instead of failing.
     #[arg(long)]
     pub skip_unplaceable: bool,
     #[command(flatten)]

@@ -28,7 +28,9 @@ pub struct SimConfig {
     /// Jobs submitted in the first `warmup_s` seconds (from the first submit) run but are left
     /// out of job statistics, and time averages start after it.
     pub warmup_s: f64,
-    /// Skip (and count) jobs that can never fit the cluster instead of failing the run.
+    /// Skip (and count) jobs that can never run instead of failing the run: those that cannot
+    /// fit the cluster, and typed jobs the throughput table rates at their size on no GPU model
+    /// they may use.
     pub skip_unplaceable: bool,
     /// Record a timeline row at most every `timeline_interval_s` seconds (0 = every decision
     /// point); `record_timeline = false` keeps none.

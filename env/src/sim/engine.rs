@@ -2,7 +2,7 @@
 
 use super::config::{Resolved, SimConfig};
 use super::hetero::{HeteroRuns, TypedJob, hetero_summary};
-use super::rates::Rates;
+use super::rates::{Rates, unrated_jobs};
 use crate::cluster::{Allocation, ClusterSpec, ClusterState, FitStrategy, Infeasible};
 use crate::constraint::Constraints;
 use crate::job::{JobSpec, Trace};
@@ -208,7 +208,11 @@ impl std::fmt::Debug for Simulator<'_> {
 }
 
 impl<'t> Simulator<'t> {
-    /// Prepares a run: checks the config and that every job can fit the (empty) cluster.
+    /// Prepares a run: checks the config, that every job can fit the (empty) cluster and, with
+    /// a throughput table, that every typed job has a rate where it may run. Under
+    /// `skip_unplaceable` the jobs that fail either of the last two checks for good (a table
+    /// that rates a typed job's size nowhere it may run: `rates::unrated_jobs`) are skipped and
+    /// counted instead.
     pub fn new(
         trace: &'t Trace,
         spec: Arc<ClusterSpec>,
@@ -232,9 +236,7 @@ impl<'t> Simulator<'t> {
                 examples: examples.join("; "),
             });
         }
-        for (id, _) in &unplaceable {
-            runtime[id.index()].state = JobState::Rejected;
-        }
+        let mut skip: BTreeSet<JobId> = unplaceable.iter().map(|(id, _)| *id).collect();
         let mut view = None;
         let rates = match &cfg.throughputs {
             None => None,
@@ -243,7 +245,11 @@ impl<'t> Simulator<'t> {
                     spec: table.clone(),
                     message: e.to_string(),
                 })?;
-                let skip = unplaceable.iter().map(|(id, _)| *id).collect();
+                // A typed job the table rates nowhere it may run can never run either: skipped
+                // alike, or refused by `Rates::new` naming it.
+                if cfg.skip_unplaceable {
+                    skip.extend(unrated_jobs(&loaded, trace, &spec, &skip));
+                }
                 let rates = Rates::new(loaded.clone(), trace, &spec, &skip)?;
                 view = Some(Arc::new(ThroughputView::new(
                     loaded,
@@ -253,6 +259,9 @@ impl<'t> Simulator<'t> {
                 Some(Arc::new(rates))
             }
         };
+        for id in &skip {
+            runtime[id.index()].state = JobState::Rejected;
+        }
         // Time starts with the first job replayed (skipped jobs do not stretch the run).
         let first = trace
             .jobs()
@@ -309,7 +318,7 @@ impl<'t> Simulator<'t> {
             rates,
             view,
             hetero: HeteroRuns::default(),
-            skipped: unplaceable.len() as u64,
+            skipped: skip.len() as u64,
             running: 0,
             finished: 0,
             events: 0,

@@ -24,7 +24,8 @@
 //!   recomputed from the work done so far (`Hidden::work_until`), under a new epoch.
 //! - The run ends when nothing is running and nothing is left to arrive; a job the policy
 //!   left pending then is reported unfinished (`finished < jobs`).
-//! - Jobs that can never fit the cluster stop the run with a report, or are skipped and counted
+//! - Jobs that can never fit the cluster, and typed jobs the throughput table rates at their
+//!   size on no GPU model they may use, stop the run with a report, or are skipped and counted
 //!   with `skip_unplaceable`.
 
 mod config;

@@ -216,6 +216,75 @@ fn typed_jobs_without_a_rate_are_refused_naming_them() {
     );
 }
 
+#[test]
+fn typed_jobs_the_table_rates_nowhere_are_skipped_as_unplaceable() {
+    // Four K80s under Gavel's table (`traces/throughputs/gavel.csv`):
+    // - A: ResNet-18 (batch size 16) on 1 GPU: rated, runs.
+    // - B: Recommendation (batch size 512) on 2 GPUs: Gavel measured it on 1 GPU only, so no
+    //   rate on 2 V100s measures its work and none on 2 K80s runs it: it can never run.
+    // - C: ResNet-50 (batch size 128) on 2 GPUs: rate 0 on 2 K80s, the only model.
+    // - D: ResNet-18 elastic 1..=8 at trace size 3: sizes 1, 2, 4 and 8 are rated, but its
+    //   work is measured on 3 V100s, which Gavel lacks: no size gives it a speed.
+    // - E: C made elastic 1..=2 (2 tasks of 1 GPU): 0.347 steps/s on 1 K80 (above 0), so it
+    //   may run shrunk to 1 GPU (`fastest` never proposes 2 K80s; `elastic` then starts it
+    //   smaller): not skipped.
+    let elastic = |name: &str, tasks: u32, workload: &str, max_gpus: u32| {
+        let mut j = typed(name, 0, 1, workload);
+        j.tasks = tasks;
+        j.elastic = Some(crate::job::Elastic {
+            min_gpus: 1,
+            max_gpus,
+        });
+        j
+    };
+    let resnet50 = "ResNet-50 (batch size 128)";
+    let jobs = vec![
+        (typed("A", 0, 1, RESNET18), 10),
+        (typed("B", 0, 2, RECOMMENDATION), 10),
+        (typed("C", 0, 2, resnet50), 10),
+        (elastic("D", 3, RESNET18, 8), 10),
+        (elastic("E", 2, resnet50, 2), 10),
+    ];
+    let t = trace(jobs.clone());
+    let policy = || {
+        let options = crate::policy::PolicyOptions {
+            throughputs: Some(Arc::new(crate::throughput::load_table("gavel").unwrap())),
+            ..crate::policy::PolicyOptions::default()
+        };
+        crate::policy::build_policy_with("fifo/fastest/elastic", &options).unwrap()
+    };
+    let run_on_k80s = |t: &Trace, cfg: &SimConfig| {
+        Simulator::new(t, Arc::new(load_cluster("1x4:K80").unwrap()), cfg)
+            .map(|sim| sim.run(policy().as_mut(), &mut |_| {}))
+    };
+    // Without skipping, the first such job stops the run, named with its workload and size.
+    let err = run_on_k80s(&t, &gavel()).unwrap_err();
+    assert!(
+        matches!(&err, SimError::Rate { job, source: RateError::NoEntry { gpus: 2, gpu: "V100", .. } }
+            if job == "B"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("job B") && msg.contains(RECOMMENDATION) && msg.contains("2 x V100"),
+        "{msg}"
+    );
+    // Skipping, B, C and D are counted as unplaceable and every other job finishes.
+    let skip = SimConfig {
+        skip_unplaceable: true,
+        ..gavel()
+    };
+    let r = run_on_k80s(&t, &skip).unwrap();
+    let s = &r.summary;
+    assert_eq!((s.jobs, s.finished, s.skipped_unplaceable), (2, 2, 3));
+    let ran: Vec<&str> = r.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(ran, ["A", "E"]);
+    // E alone is no fault even without skipping: it may run at 1 GPU.
+    let t = trace(vec![jobs[0].clone(), jobs[4].clone()]);
+    let r = run_on_k80s(&t, &gavel()).unwrap();
+    assert_eq!((r.summary.finished, r.summary.skipped_unplaceable), (2, 0));
+}
+
 /// Places each pending job's task `t` on node `self.0[t]`, from GPU 0 on.
 struct OnNodes(Vec<u32>);
 

@@ -1,7 +1,8 @@
 //! Typed jobs' progress rates: which throughput-table speed a job with a workload type gets
 //! where it runs. Owns the table lookups the simulator makes (ids resolved once, at
-//! `Simulator::new`) and the checks that every typed job has a rate wherever it may run.
-//! Knows nothing of events or time.
+//! `Simulator::new`), the checks that every typed job has a rate wherever it may run, and
+//! which typed jobs can never run under the table ([`unrated_jobs`]). Knows nothing of events
+//! or time.
 //!
 //! A typed job's rate is a function of its placement (the GPU models of its nodes, its GPU
 //! count, consolidated or spread), and, while it shares a GPU, of its partner's workload
@@ -13,7 +14,7 @@ use crate::cluster::ClusterSpec;
 use crate::job::{JobSpec, Trace};
 use crate::throughput::{Consolidation, RateError, TableGpu, ThroughputTable, WorkloadId};
 use crate::units::{GpuModelId, JobId, NodeId};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A throughput table resolved against one trace and cluster.
 #[derive(Debug, Clone)]
@@ -32,27 +33,19 @@ impl Rates {
     /// Resolves `table` for `trace` on `spec`, refusing the run when a typed job's workload is
     /// not in the table, when the table has no rate for the job's GPU count on the reference
     /// GPU or on a cluster GPU model the job may use (its `gpu_types`), or when the job can run
-    /// (rate > 0) on none of them. Jobs in `skip` (unplaceable, skipped) are not checked.
+    /// (rate > 0) on none of them at any size it may run at (its GPU count; for an elastic job,
+    /// any size of its range). Jobs in `skip` (unplaceable, skipped) are not checked.
     pub(crate) fn new(
         table: ThroughputTable,
         trace: &Trace,
         spec: &ClusterSpec,
         skip: &BTreeSet<JobId>,
     ) -> Result<Rates, SimError> {
-        let gpus: Vec<Result<TableGpu, RateError>> =
-            spec.models.iter().map(|m| table.gpu(&m.name)).collect();
-        let mut gpus_per_node = vec![0u64; spec.models.len()];
-        for n in &spec.nodes {
-            if let Some(m) = n.gpu_model {
-                gpus_per_node[m.index()] = gpus_per_node[m.index()].max(n.gpus as u64);
-            }
-        }
-        let present: Vec<GpuModelId> = (0..spec.models.len())
-            .map(|i| GpuModelId(i as u32))
-            .filter(|m| gpus_per_node[m.index()] > 0)
-            .collect();
+        let gpus = table_gpus(&table, spec);
+        let gpus_per_node = gpus_per_node(spec);
+        let present = present_models(&gpus_per_node);
         let mut workloads = Vec::with_capacity(trace.len());
-        // Jobs of one (workload, GPU count, allowed models) are checked once.
+        // Jobs of one (workload, GPU count, allowed models, sizes) are checked once.
         let mut checked = BTreeSet::new();
         for j in trace.jobs() {
             let Some(name) = j.workload.as_ref().filter(|_| j.task.gpus > 0) else {
@@ -66,18 +59,19 @@ impl Rates {
             let w = table.workload(name.as_str()).map_err(fault)?;
             workloads.push(Some(w));
             let mask = spec.model_mask(&j.gpu_types);
-            if skip.contains(&j.id) || !checked.insert((w, j.gpus_total(), mask)) {
+            let n = job_gpus(j);
+            let sizes = run_sizes(j);
+            if skip.contains(&j.id) || !checked.insert((w, n, mask, sizes.clone())) {
                 continue;
             }
-            let n = job_gpus(j);
             table.reference_rate(w, n).map_err(fault)?;
             let mut runnable = false;
             for m in present.iter().filter(|m| mask & (1u64 << m.0) != 0) {
                 let gpu = gpus[m.index()].clone().map_err(fault)?;
-                let rate = table
+                table
                     .rate(w, gpu, n, Consolidation::Consolidated)
                     .map_err(fault)?;
-                runnable |= rate > 0.0;
+                runnable |= runs_at_some_size(&table, w, gpu, &sizes);
             }
             if !runnable {
                 return Err(SimError::NowhereToRun {
@@ -166,12 +160,7 @@ impl Rates {
     /// and, for an elastic job, every size it may run at. For the JCT lower bound.
     pub(crate) fn best_speed(&self, job: &JobSpec, w: WorkloadId, spec: &ClusterSpec) -> f64 {
         let n = job_gpus(job);
-        let sizes: Vec<u32> = match job.elastic {
-            Some(e) => (e.min_gpus / job.task.gpus..=e.max_gpus / job.task.gpus)
-                .map(|k| k * job.task.gpus)
-                .collect(),
-            None => vec![n],
-        };
+        let sizes = run_sizes(job);
         let mask = spec.model_mask(&job.gpu_types);
         (0..spec.models.len())
             .filter(|i| self.gpus_per_node[*i] > 0 && mask & (1u64 << i) != 0)
@@ -183,6 +172,122 @@ impl Rates {
                 })
             })
             .fold(0.0, f64::max)
+    }
+}
+
+/// Typed jobs that can never run under `table` on `spec`, in trace order, the jobs in `skip`
+/// aside: the table has no rate (above 0) for their trace size on its reference GPU, where
+/// their work is measured, or rates no size they may run at (their trace size; any size of an
+/// elastic job's range) above 0, consolidated, on any GPU model of the cluster they may use.
+/// `Simulator::new` skips them as unplaceable under `skip_unplaceable`. A job whose workload the
+/// table lacks, or that may use a cluster GPU model the table lacks, is not one of them:
+/// [`Rates::new`] refuses the run naming it, as those are faults of the table, not of the job.
+pub(crate) fn unrated_jobs(
+    table: &ThroughputTable,
+    trace: &Trace,
+    spec: &ClusterSpec,
+    skip: &BTreeSet<JobId>,
+) -> Vec<JobId> {
+    let gpus = table_gpus(table, spec);
+    let present = present_models(&gpus_per_node(spec));
+    // Jobs of one (workload, GPU count, allowed models, sizes) are judged once.
+    let mut judged: BTreeMap<(WorkloadId, u32, u64, Vec<u32>), bool> = BTreeMap::new();
+    let mut out = Vec::new();
+    for j in trace.jobs() {
+        if j.task.gpus == 0 || skip.contains(&j.id) {
+            continue;
+        }
+        let Some(w) = j
+            .workload
+            .as_ref()
+            .and_then(|n| table.workload(n.as_str()).ok())
+        else {
+            continue;
+        };
+        let n = job_gpus(j);
+        let mask = spec.model_mask(&j.gpu_types);
+        let unrated =
+            *judged
+                .entry((w, n, mask, run_sizes(j)))
+                .or_insert_with_key(|(_, _, _, sizes)| {
+                    let models = present
+                        .iter()
+                        .filter(|m| mask & (1u64 << m.0) != 0)
+                        .map(|m| &gpus[m.index()]);
+                    never_rated(table, w, n, sizes, models)
+                });
+        if unrated {
+            out.push(j.id);
+        }
+    }
+    out
+}
+
+/// Whether a job of workload `w` and trace size `n` that may run at `sizes` on `models` (the
+/// table's entries for the cluster GPU models it may use) has no rate: none for `n` on the
+/// reference GPU, or none above 0 for any size on any of the models. `false` when one of the
+/// models is absent from the table (a fault `Rates::new` reports).
+fn never_rated<'a>(
+    table: &ThroughputTable,
+    w: WorkloadId,
+    n: u32,
+    sizes: &[u32],
+    models: impl Iterator<Item = &'a Result<TableGpu, RateError>>,
+) -> bool {
+    if table.reference_rate(w, n).is_err() {
+        return true;
+    }
+    let mut rated = false;
+    for gpu in models {
+        let Ok(gpu) = gpu else {
+            return false;
+        };
+        rated |= runs_at_some_size(table, w, *gpu, sizes);
+    }
+    !rated
+}
+
+/// Whether `table` rates workload `w` above 0 on `gpu` at one of `sizes` GPUs, consolidated.
+fn runs_at_some_size(table: &ThroughputTable, w: WorkloadId, gpu: TableGpu, sizes: &[u32]) -> bool {
+    sizes.iter().any(|m| {
+        table
+            .rate(w, gpu, *m, Consolidation::Consolidated)
+            .is_ok_and(|r| r > 0.0)
+    })
+}
+
+/// Per cluster GPU model (by `GpuModelId`): its table entry, or why the table lacks it.
+fn table_gpus(table: &ThroughputTable, spec: &ClusterSpec) -> Vec<Result<TableGpu, RateError>> {
+    spec.models.iter().map(|m| table.gpu(&m.name)).collect()
+}
+
+/// Per cluster GPU model (by `GpuModelId`): the most GPUs one node of that model has.
+fn gpus_per_node(spec: &ClusterSpec) -> Vec<u64> {
+    let mut most = vec![0u64; spec.models.len()];
+    for n in &spec.nodes {
+        if let Some(m) = n.gpu_model {
+            most[m.index()] = most[m.index()].max(n.gpus as u64);
+        }
+    }
+    most
+}
+
+/// The cluster GPU models some node has, by id, from `gpus_per_node`.
+fn present_models(gpus_per_node: &[u64]) -> Vec<GpuModelId> {
+    (0..gpus_per_node.len())
+        .map(|i| GpuModelId(i as u32))
+        .filter(|m| gpus_per_node[m.index()] > 0)
+        .collect()
+}
+
+/// The GPU counts `job` may run at: its trace size, or each size of its elastic range (whole
+/// tasks).
+fn run_sizes(job: &JobSpec) -> Vec<u32> {
+    match job.elastic {
+        Some(e) => (e.min_gpus / job.task.gpus..=e.max_gpus / job.task.gpus)
+            .map(|k| k * job.task.gpus)
+            .collect(),
+        None => vec![job_gpus(job)],
     }
 }
 
