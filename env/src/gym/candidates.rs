@@ -1500,7 +1500,8 @@ fn resize_candidates(
             StrategyPlacer::new("best-fit", FitStrategy::BestFit).place(planner, &bigger)
         });
         planner.undo_to(mark);
-        if let Some(Some(new)) = placed {
+        // As the simulator will run it (a gang spread over nodes reads the spread rate).
+        if let Some(Some(new)) = placed.filter(|p| runs_at(view, job, p.as_deref())) {
             out.push(resize_candidate(ctx, rates, job, k, new));
             grown += 1;
         }
@@ -1519,6 +1520,9 @@ fn resize_candidates(
         let Some(&next) = rated(job, m).iter().rev().find(|t| **t < k) else {
             continue;
         };
+        if !runs_at(view, job, Some(&tasks[..next as usize])) {
+            continue;
+        }
         out.push(resize_candidate(
             ctx,
             rates,
@@ -1528,6 +1532,21 @@ fn resize_candidates(
         ));
         shrunk += 1;
     }
+}
+
+/// Whether `job` runs (a table rate above 0) on `tasks` at their size, as the simulator
+/// checks a start or a resize.
+fn runs_at(
+    view: &crate::policy::ThroughputView,
+    job: &JobSpec,
+    tasks: Option<&[TaskPlacement]>,
+) -> bool {
+    let Some(tasks) = tasks else {
+        return false;
+    };
+    let gpus = u32::try_from(tasks.len()).unwrap_or(u32::MAX) * job.task.gpus;
+    view.speed_on_sized(job, &node_set(tasks), gpus)
+        .is_some_and(|s| s > 0.0)
 }
 
 /// The candidate of moving running `job` (on `current` tasks) to `tasks`.

@@ -1450,3 +1450,64 @@ fn blocked_typed_jobs_get_share_candidates_only_where_the_table_allows_the_pair(
     assert_eq!(result.summary.shares as usize, hosts.len());
     assert_eq!(result.summary.finished, 4);
 }
+
+/// Resizes over several nodes: on 2-GPU nodes an elastic job grows into a gang that spans
+/// nodes, which the simulator runs at the table's spread rate and refuses where the table has
+/// none (Gavel's has no spread rate for ResNet-50 on K80s). Taking every resize offered, no
+/// decision is rejected and every job finishes.
+#[test]
+fn resizes_across_nodes_are_offered_only_where_the_simulator_runs_them() {
+    use crate::job::tests::job;
+    use crate::job::{Elastic, TaskRequest, WorkloadType};
+    use crate::units::{JobId, SimTime};
+    let spec = Arc::new(load_cluster("4x2:K80").unwrap());
+    let mut jobs = Vec::new();
+    let mut durations = Vec::new();
+    for (i, w) in [
+        "ResNet-50 (batch size 64)",
+        "ResNet-50 (batch size 128)",
+        "ResNet-50 (batch size 64)",
+        "ResNet-50 (batch size 128)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut e = job(
+            &format!("e{i}"),
+            100 * i as u64,
+            TaskRequest::whole(1, 1000, 1024),
+        );
+        e.id = JobId(i as u32);
+        e.workload = WorkloadType::new(w);
+        e.elastic = Some(Elastic {
+            min_gpus: 1,
+            max_gpus: 8,
+        });
+        jobs.push(e);
+        durations.push(SimTime::from_secs(3600));
+    }
+    let trace = Trace::new("spread", jobs, durations, vec!["t".into()]).unwrap();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    let (mut obs, _) = env.reset(0).unwrap();
+    let mut resized = 0;
+    for step in 0.. {
+        // A refused resize changes nothing: offered again, it would be taken forever.
+        assert!(step < 10_000, "the episode does not end");
+        let a = (0..MAX_CANDIDATES)
+            .find(|i| env.candidate(*i).is_some_and(|c| c.is_resize()))
+            .or_else(|| obs.legal_actions().next())
+            .unwrap();
+        resized += usize::from(env.candidate(a).is_some_and(|c| c.is_resize()));
+        let s = env.step(a).unwrap();
+        if s.terminated || s.truncated {
+            break;
+        }
+        obs = s.obs;
+    }
+    let result = env.finish("test").unwrap();
+    assert!(resized > 0, "no resize was offered");
+    assert_eq!(result.summary.rejected_decisions, 0);
+    assert_eq!(result.summary.finished, 4);
+}

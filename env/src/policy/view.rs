@@ -152,7 +152,12 @@ impl ThroughputView {
     /// than that model's largest node needs, else spread. `None` when untyped or the table
     /// lacks an entry.
     pub fn speed_on(&self, job: &JobSpec, nodes: &[NodeId]) -> Option<f64> {
-        let n = job_gpus(job);
+        self.speed_on_sized(job, nodes, job_gpus(job))
+    }
+
+    /// [`Self::speed_on`] at `n` GPUs (an elastic job started or resized to another size), as
+    /// the simulator runs it: `None` where it refuses that start or resize.
+    pub fn speed_on_sized(&self, job: &JobSpec, nodes: &[NodeId], n: u32) -> Option<f64> {
         let models: BTreeSet<GpuModelId> = nodes
             .iter()
             .filter_map(|id| self.spec.nodes.get(id.index())?.gpu_model)
