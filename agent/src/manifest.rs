@@ -101,8 +101,32 @@ pub struct DataRecord {
     /// chosen by replay).
     pub teacher: Option<String>,
     /// With `bc.teacher = "replay"`: each candidate's geometric-mean average JCT (s) over the
-    /// training windows replayed (infinite when it left a job unfinished).
+    /// training windows replayed (infinite when it left a job unfinished or cannot run on the
+    /// trace; written `null`, as JSON has no infinity).
+    #[serde(with = "infinite_as_null")]
     pub teacher_scores: Vec<(String, f64)>,
+}
+
+/// `(name, score)` pairs with a score that may be infinite: written `null` where it is not
+/// finite, read back as infinity.
+mod infinite_as_null {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(rows: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
+        let rows: Vec<(&str, Option<f64>)> = rows
+            .iter()
+            .map(|(n, x)| (n.as_str(), x.is_finite().then_some(*x)))
+            .collect();
+        rows.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, f64)>, D::Error> {
+        let rows: Vec<(String, Option<f64>)> = Vec::deserialize(d)?;
+        Ok(rows
+            .into_iter()
+            .map(|(n, x)| (n, x.unwrap_or(f64::INFINITY)))
+            .collect())
+    }
 }
 
 /// A policy's validation average over the same units.

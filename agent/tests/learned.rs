@@ -604,14 +604,17 @@ baselines = ["fifo/best-fit", "fifo/fastest"]
     );
     // Beside a typed trace, an untyped one is trained too: there a heuristic that reads the
     // table is no candidate (it scores infinity), the others compete as usual.
+    let mixed = scratch("mixed-train");
     let manifest = train(
         &cfg,
         &[typed(Some("gavel")), typed(None)],
-        &scratch("mixed-train"),
+        &mixed,
         &RunOptions::default(),
         &mut |_| {},
     )
     .unwrap();
+    // Written and read back, infinity included (JSON has no infinity: it is written null).
+    assert_eq!(Manifest::read(&mixed).unwrap(), manifest);
     let untyped = &manifest.training.data[1];
     let colocate = untyped
         .teacher_scores
