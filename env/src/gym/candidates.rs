@@ -1065,6 +1065,17 @@ fn candidates_in(
         }
     }
     let mut candidates = walk.candidates;
+    // A typed job's start where the table has no rate for it (a gang spread over nodes reads
+    // the spread rate, an elastic job started smaller its rate at that size): the simulator
+    // would refuse it.
+    if let Some(view) = ctx.throughputs() {
+        candidates.retain(|c| {
+            let job = ctx.job(c.placement.job);
+            c.kind != CandidateKind::Start
+                || !view.is_typed(job.id)
+                || runs_at(view, job, Some(&c.placement.tasks))
+        });
+    }
     if model_candidates {
         let blocked: Vec<&Listed<'_>> = blocked.iter().map(|i| &ranked.listed[*i]).collect();
         share_candidates(
