@@ -204,14 +204,7 @@ pub fn run(args: &Args) -> Result<()> {
             policies.extend(CARD_ELASTIC_BASELINES.iter().map(|s| s.to_string()));
         }
         let hetero = hetero_of(d);
-        let hetero_flags: String = [
-            ("--throughputs", &d.throughputs),
-            ("--assign-workloads", &d.assign_workloads),
-            ("--assign-elastic", &d.assign_elastic),
-        ]
-        .iter()
-        .filter_map(|(flag, v)| v.as_ref().map(|v| format!(" {flag} {v}")))
-        .collect();
+        let hetero_flags: String = d.hetero().map(|(f, v)| format!(" --{f} {v}")).collect();
         let compare = crate::compare::Args {
             trace: PathBuf::from(&d.trace),
             format: d.format.clone(),

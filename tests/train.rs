@@ -124,7 +124,7 @@ fn train_writes_a_model_that_simulate_and_compare_run_as_rl_path() {
         "| most any policy could win |",
         "| `traces/itp/cluster10.csv` | `",
         // The held-out scenario, typed, with the heterogeneity-aware baselines.
-        "### `traces/itp/cluster10.csv` on `sia` (throughputs sia, workloads sia:1) (held out: never trained on)",
+        "### `traces/itp/cluster10.csv` on `sia` (throughputs sia, assign-workloads sia:1) (held out: never trained on)",
         "`fifo/fastest/colocate`",
         "| gap captured, 95% CI |",
         "| avg JCT lower bound (s) ↓ |",

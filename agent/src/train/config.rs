@@ -77,18 +77,26 @@ impl DataConfig {
         if self.cluster != "auto" {
             s.push_str(&format!(" on `{}`", self.cluster));
         }
-        let parts: Vec<String> = [
-            ("throughputs", &self.throughputs),
-            ("workloads", &self.assign_workloads),
-            ("elastic", &self.assign_elastic),
-        ]
-        .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
-        .collect();
+        let parts: Vec<String> = self
+            .hetero()
+            .map(|(flag, v)| format!("{flag} {v}"))
+            .collect();
         if !parts.is_empty() {
             s.push_str(&format!(" ({})", parts.join(", ")));
         }
         s
+    }
+
+    /// The table and typing rules given, as `simulate`'s and `compare`'s flags name them
+    /// (`throughputs`, `assign-workloads`, `assign-elastic`) with their values.
+    pub fn hetero(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("throughputs", &self.throughputs),
+            ("assign-workloads", &self.assign_workloads),
+            ("assign-elastic", &self.assign_elastic),
+        ]
+        .into_iter()
+        .filter_map(|(flag, v)| Some((flag, v.as_deref()?)))
     }
 
     /// The trace's name in the manifest and the card: its path, and its spread unless 1.
