@@ -439,6 +439,7 @@ impl Policy for LearnedPolicy {
                             || taken.touches(c.placement.job)
                             || c.host().is_some_and(|h| taken.touches(h))
                             || c.preemptions.iter().any(|v| taken.touches(*v))
+                            || !taken.allows_resize(c)
                         {
                             continue;
                         }

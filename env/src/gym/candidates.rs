@@ -601,13 +601,27 @@ pub struct Taken {
     pub resized: Vec<JobId>,
     /// Running jobs a share placed a job beside (each at most once, never then a victim).
     pub hosts: Vec<JobId>,
+    /// Whether a shrink was taken: the GPUs it frees are for the jobs waiting, so no grow is
+    /// offered for the rest of the decision (a shrink and a grow together only move GPUs
+    /// from one running job to another, each paying a restart).
+    pub shrunk: bool,
+    /// Whether a grow was taken: no shrink is then offered in this decision, for the same
+    /// reason.
+    pub grown: bool,
 }
 
 impl Taken {
     /// Records that `c` was chosen.
     pub fn take(&mut self, c: &Candidate) {
         match c.kind {
-            CandidateKind::Resize => self.resized.push(c.placement.job),
+            CandidateKind::Resize => {
+                self.resized.push(c.placement.job);
+                if c.stats.size_ratio < 1.0 {
+                    self.shrunk = true;
+                } else {
+                    self.grown = true;
+                }
+            }
             CandidateKind::Share { host } => {
                 self.placed.push(c.placement.job);
                 self.hosts.push(host);
@@ -616,6 +630,28 @@ impl Taken {
                 self.placed.push(c.placement.job);
                 self.preempted.extend_from_slice(&c.preemptions);
             }
+        }
+    }
+
+    /// Records `c` after the simulator applied it (the environment's steps at one instant,
+    /// each applied as it is chosen): what the cluster does not show, which running jobs
+    /// were resized (and which way) or hosted a share. The placements and preemptions it
+    /// shows are not recorded again.
+    pub fn take_applied(&mut self, c: &Candidate) {
+        match c.kind {
+            CandidateKind::Resize => self.take(c),
+            CandidateKind::Share { host } => self.hosts.push(host),
+            CandidateKind::Start => {}
+        }
+    }
+
+    /// Whether `c` may still be taken after what was: never a grow and a shrink in one
+    /// decision (see [`Self::shrunk`]).
+    pub fn allows_resize(&self, c: &Candidate) -> bool {
+        match c.kind {
+            CandidateKind::Resize if c.stats.size_ratio < 1.0 => !self.grown,
+            CandidateKind::Resize => !self.shrunk,
+            _ => true,
         }
     }
 
@@ -832,9 +868,21 @@ impl Enumerator {
         placed_now: u32,
         elapsed: SimTime,
     ) -> DecisionPoint {
+        self.enumerate_after(ctx, &Taken::default(), placed_now, elapsed)
+    }
+
+    /// [`Self::enumerate`] after the choices in `applied` were applied at this instant
+    /// ([`Taken::take_applied`]): no job is resized twice, nor grown and shrunk, in one.
+    pub fn enumerate_after(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        applied: &Taken,
+        placed_now: u32,
+        elapsed: SimTime,
+    ) -> DecisionPoint {
         self.observe(ctx);
         let mut planner = ctx.planner();
-        self.enumerate_in(ctx, &mut planner, &Taken::default(), placed_now, elapsed)
+        self.enumerate_in(ctx, &mut planner, applied, placed_now, elapsed)
     }
 
     /// The candidates on the cluster as `planner` holds it after the choices in `taken`
@@ -856,6 +904,9 @@ impl Enumerator {
         let now = ctx.now();
         let mut exclude = taken.preempted.clone();
         exclude.extend_from_slice(&taken.placed);
+        // Nor a job this decision resized or placed a guest beside (`Taken::touches`).
+        exclude.extend_from_slice(&taken.resized);
+        exclude.extend_from_slice(&taken.hosts);
         exclude.extend(
             planner
                 .state()
@@ -1441,7 +1492,7 @@ const RESIZES: usize = 4;
 const GROW_TRIES: usize = 8;
 
 /// Resize candidates of running elastic jobs (typed, preemptible, not sharing a GPU, not
-/// touched by this decision nor started or resized at this instant): a grow to the next size the table rates on the job's GPU model,
+/// touched by this decision, nor started or resized less than a [`RESIZE_ROUND`] ago): a grow to the next size the table rates on the job's GPU model,
 /// where best fit within that model finds room once the job's own tasks are freed (smallest
 /// jobs tried first); and when some considered job got no candidate (`blocked`), a shrink of
 /// the largest jobs to the next smaller rated size, keeping their first tasks.
@@ -1468,9 +1519,13 @@ fn resize_candidates(
                     && !taken.placed.contains(&a.job)
                     && !planner.has_freed(a.job)
                     && view.is_typed(a.job)
-                    // Started or resized at this instant: not again, or a policy could grow
-                    // and shrink a job back and forth without time passing.
-                    && ctx.runtime(a.job).run_start != Some(ctx.now())
+                    // Started or resized less than a round ago: not yet, or a policy could
+                    // grow and shrink jobs back and forth, each time paying the restart and
+                    // never progressing (as Pollux, a job keeps its size for a round).
+                    && ctx
+                        .runtime(a.job)
+                        .run_start
+                        .is_some_and(|t| ctx.now() >= t.saturating_add(RESIZE_ROUND))
             })
             .map(|a| (a.job, a.tasks.to_vec()))
             .collect()
@@ -1495,7 +1550,8 @@ fn resize_candidates(
     };
     jobs.sort_by_key(|(id, tasks)| (tasks.len(), *id));
     let mut grown = 0;
-    for (id, tasks) in jobs.iter().take(GROW_TRIES) {
+    let tries = if taken.shrunk { 0 } else { GROW_TRIES };
+    for (id, tasks) in jobs.iter().take(tries) {
         if grown >= RESIZES || out.len() >= limit {
             break;
         }
@@ -1517,7 +1573,7 @@ fn resize_candidates(
             grown += 1;
         }
     }
-    if !blocked {
+    if !blocked || taken.grown {
         return;
     }
     let mut shrunk = 0;

@@ -1,6 +1,8 @@
 //! `SchedEnv`: one trace window on one cluster as a Gymnasium-style episode.
 
-use super::candidates::{Candidate, CandidateKind, DecisionPoint, Enumerator, Proposer, idle_due};
+use super::candidates::{
+    Candidate, CandidateKind, DecisionPoint, Enumerator, Proposer, Taken, idle_due,
+};
 use super::features::{
     FEATURE_SCHEMA_VERSION, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES, Observation, WAIT_ACTION,
 };
@@ -186,6 +188,8 @@ pub struct SchedEnv<'t> {
     start: SimTime,
     placed_now: u32,
     placed_at: SimTime,
+    /// The resizes and shares applied at `placed_at` (`Taken::take_applied`).
+    applied: Taken,
     done: bool,
     /// Resize candidates are offered (elastic jobs, a throughput table, `model_candidates`):
     /// the episode also stops while elastic jobs run with nobody waiting.
@@ -233,6 +237,7 @@ impl<'t> SchedEnv<'t> {
             start: SimTime::ZERO,
             placed_now: 0,
             placed_at: SimTime::ZERO,
+            applied: Taken::default(),
             done: true,
             resizes: cfg_resizes,
             idle_at: None,
@@ -266,6 +271,7 @@ impl<'t> SchedEnv<'t> {
         // The simulator starts at the window's first submit: the episode's time origin.
         self.start = self.now();
         self.placed_at = self.start;
+        self.applied = Taken::default();
         self.idle_at = None;
         let mut terms = RewardTerms::default();
         let end = self.advance_to_choice(&mut terms);
@@ -291,10 +297,11 @@ impl<'t> SchedEnv<'t> {
                 .point
                 .take()
                 .expect("a live episode has a decision point");
-            let decision = point.candidates[action].decision();
+            let chosen = &point.candidates[action];
             let sim = self.sim.as_mut().expect("a live episode has a simulator");
-            sim.apply(&decision);
+            sim.apply(&chosen.decision());
             self.count_placement();
+            self.applied.take_applied(chosen);
             self.advance_to_choice(&mut terms)
         };
         let end = end.or_else(|| self.horizon());
@@ -409,6 +416,7 @@ impl<'t> SchedEnv<'t> {
         if now != self.placed_at {
             self.placed_at = now;
             self.placed_now = 0;
+            self.applied = Taken::default();
         }
         self.placed_now += 1;
     }
@@ -448,9 +456,11 @@ impl<'t> SchedEnv<'t> {
                 if now != self.placed_at {
                     self.placed_at = now;
                     self.placed_now = 0;
+                    self.applied = Taken::default();
                 }
-                let point = self.enumerator.enumerate(
+                let point = self.enumerator.enumerate_after(
                     &sim.context(),
+                    &self.applied,
                     self.placed_now,
                     now.saturating_sub(self.start),
                 );

@@ -1291,7 +1291,8 @@ fn running_elastic_jobs_get_grow_and_shrink_candidates_within_their_range() {
         min_gpus: 1,
         max_gpus: 8,
     });
-    // x (1 GPU, 10 s) gives a decision point at 300 s and another as it ends.
+    // x (1 GPU, 100 s) gives a decision point at 300 s and another as it ends, a round
+    // after e grew.
     let mut x = job("x", 300, TaskRequest::whole(1, 1000, 1024));
     x.id = JobId(1);
     let mut r = job("r", 600, TaskRequest::whole(1, 1000, 1024));
@@ -1302,7 +1303,7 @@ fn running_elastic_jobs_get_grow_and_shrink_candidates_within_their_range() {
         vec![e, x, r],
         vec![
             SimTime::from_secs(7200),
-            SimTime::from_secs(10),
+            SimTime::from_secs(100),
             SimTime::from_secs(600),
         ],
         vec!["t".into()],
@@ -1363,6 +1364,101 @@ fn running_elastic_jobs_get_grow_and_shrink_candidates_within_their_range() {
     assert_eq!(result.summary.rejected_decisions, 0);
     assert!(result.summary.resizes >= 2, "{}", result.summary.resizes);
     assert_eq!(result.summary.finished, 3);
+}
+
+/// Two elastic jobs fill an 8-GPU node; 1-GPU jobs keep arriving. A policy that takes a
+/// resize whenever one is offered never resizes a job less than a round after it started
+/// or was last resized (or it could shrink one job and grow the other back and forth,
+/// each time paying the restart, and never progress), and never grows and shrinks in one
+/// decision.
+#[test]
+fn a_job_keeps_its_size_for_a_round_and_a_decision_never_grows_and_shrinks() {
+    use crate::job::tests::job;
+    use crate::job::{Elastic, TaskRequest, WorkloadType};
+    use crate::units::{JobId, SimTime};
+    let spec = Arc::new(load_cluster("1x8:V100").unwrap());
+    let mut jobs = Vec::new();
+    let mut durations = Vec::new();
+    for (i, name) in ["e1", "e2"].into_iter().enumerate() {
+        let mut e = job(name, 0, TaskRequest::whole(1, 1000, 1024));
+        e.id = JobId(i as u32);
+        e.tasks = 4;
+        e.workload = WorkloadType::new("ResNet-18 (batch size 16)");
+        e.elastic = Some(Elastic {
+            min_gpus: 1,
+            max_gpus: 8,
+        });
+        jobs.push(e);
+        durations.push(SimTime::from_secs(20_000));
+    }
+    for (i, at) in [30, 45, 100, 130, 400, 410, 2000, 2005]
+        .into_iter()
+        .enumerate()
+    {
+        let mut x = job(&format!("x{i}"), at, TaskRequest::whole(1, 1000, 1024));
+        x.id = JobId(2 + i as u32);
+        jobs.push(x);
+        durations.push(SimTime::from_secs(50));
+    }
+    let trace = Trace::new("rounds", jobs, durations, vec!["t".into()]).unwrap();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    let (mut obs, _) = env.reset(0).unwrap();
+    // When each job last started or was resized; what each instant's resizes were.
+    let mut since: std::collections::HashMap<JobId, f64> = Default::default();
+    let mut now = 0.0;
+    let mut instant: Vec<f64> = Vec::new();
+    let (mut grows, mut shrinks) = (0, 0);
+    loop {
+        let offered: Vec<Candidate> = obs
+            .legal_actions()
+            .filter_map(|a| env.candidate(a))
+            .cloned()
+            .collect();
+        for r in offered.iter().filter(|c| c.is_resize()) {
+            let last = since[&r.placement.job];
+            assert!(
+                now >= last + 60.0,
+                "{} resized at {now} s, last sized at {last} s",
+                r.placement.job
+            );
+            let ratio = r.stats.size_ratio;
+            assert!(
+                instant.iter().all(|taken| (*taken < 1.0) == (ratio < 1.0)),
+                "at {now} s a resize of ratio {ratio} after {instant:?}"
+            );
+        }
+        let a = obs
+            .legal_actions()
+            .find(|a| env.candidate(*a).is_some_and(|c| c.is_resize()))
+            .or_else(|| obs.legal_actions().next())
+            .unwrap();
+        if let Some(c) = env.candidate(a) {
+            since.insert(c.placement.job, now);
+            if c.is_resize() {
+                instant.push(c.stats.size_ratio);
+                if c.stats.size_ratio < 1.0 {
+                    shrinks += 1;
+                } else {
+                    grows += 1;
+                }
+            }
+        }
+        let s = env.step(a).unwrap();
+        if s.terminated || s.truncated {
+            break;
+        }
+        if s.info.now_s != now {
+            instant.clear();
+        }
+        now = s.info.now_s;
+        obs = s.obs;
+    }
+    assert!(grows > 0 && shrinks > 0, "grows {grows}, shrinks {shrinks}");
+    let result = env.finish("test").unwrap();
+    assert_eq!(result.summary.rejected_decisions, 0);
+    assert_eq!(result.summary.finished, 10);
 }
 
 /// Share candidates (issue #26): on one 2-GPU V100 node, A (ResNet-50 bs 64) and H (LM bs 20)

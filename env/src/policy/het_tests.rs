@@ -145,3 +145,41 @@ fn untyped_runs_of_the_new_parts_are_the_old_ones_exactly() {
         }
     }
 }
+
+#[test]
+fn heuristics_start_a_typed_gang_on_one_node_where_the_table_rates_it_only_there() {
+    // Two 4-GPU K80 nodes. An untyped 2-GPU job holds half of node 0 (best fit fills the
+    // first node); then a ResNet-50 job of four 1-GPU tasks arrives. Task by task, best and
+    // first fit put two tasks beside it and two on node 1: a spread placement Gavel's table
+    // does not rate, which the simulator refuses. The placer tries the job again as one gang
+    // and starts it on node 1 at once; without that it would wait, refused at every
+    // decision, until the first job ends.
+    let mut blocker = job("blocker", 0, TaskRequest::whole(2, 0, 0));
+    blocker.id = crate::units::JobId(0);
+    let mut gang = job("gang", 1, TaskRequest::whole(1, 0, 0));
+    gang.id = crate::units::JobId(1);
+    gang.tasks = 4;
+    gang.workload = WorkloadType::new("ResNet-50 (batch size 64)");
+    let t = Trace::new(
+        "gang",
+        vec![blocker, gang],
+        vec![SimTime::from_secs(3600), SimTime::from_secs(600)],
+        vec!["t".into()],
+    )
+    .expect("valid trace");
+    for policy in [
+        "fifo/best-fit",
+        "fifo/first-fit",
+        "gittins/best-fit/gittins-preempt",
+        "fifo/fastest",
+    ] {
+        let r = run(&t, "2x4:K80", policy, &gavel());
+        assert_eq!(r.summary.rejected_decisions, 0, "{policy}");
+        assert_eq!(
+            r.jobs[1].first_start,
+            Some(SimTime::from_secs(1)),
+            "{policy}: the gang starts on node 1 as it arrives"
+        );
+        assert_eq!(r.summary.finished, 2, "{policy}");
+    }
+}

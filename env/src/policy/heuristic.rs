@@ -112,6 +112,85 @@ impl Placer for StrategyPlacer {
     }
 }
 
+/// A placer whose placements of typed jobs the simulator runs. Where the throughput table has
+/// no rate for the placement the inner placer found (a gang of 1-GPU tasks spread over nodes
+/// where the table rates its size on one node only, or a GPU model the table does not rate at
+/// that size), the job is tried again as one gang on one node; failing that, it does not fit
+/// now, as if the room were not there. Without the check a heuristic would propose starts the
+/// simulator refuses, decision after decision, and its job would wait for no reason a real
+/// scheduler has. Untyped jobs, and runs without a table, are the inner placer's alone.
+pub struct Rated {
+    inner: Box<dyn Placer>,
+    view: Option<std::sync::Arc<super::ThroughputView>>,
+}
+
+impl Rated {
+    pub fn new(inner: Box<dyn Placer>) -> Self {
+        Rated { inner, view: None }
+    }
+}
+
+impl Placer for Rated {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn observe(&mut self, ctx: &DecisionContext<'_>) {
+        self.view = ctx.throughputs().cloned();
+        self.inner.observe(ctx);
+    }
+    fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
+        let Some(view) = self.view.clone().filter(|v| v.is_typed(job.id)) else {
+            return self.inner.place(planner, job);
+        };
+        let runs = |tasks: &[TaskPlacement]| {
+            let mut nodes: Vec<_> = tasks.iter().map(|t| t.node).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            let gpus = u32::try_from(tasks.len()).unwrap_or(u32::MAX) * job.task.gpus;
+            view.speed_on_sized(job, &nodes, gpus)
+                .is_some_and(|s| s > 0.0)
+        };
+        let mark = planner.mark();
+        let tasks = self.inner.place(planner, job)?;
+        if runs(&tasks) {
+            return Some(tasks);
+        }
+        planner.undo_to(mark);
+        // As one gang on one node: the job's tasks as one task of all their GPUs.
+        let n = job.tasks;
+        let whole = job.task.gpu_milli == crate::units::GPU_MILLI && job.task.gpus > 0;
+        if n < 2 || !whole {
+            return None;
+        }
+        let mut gang = job.clone();
+        gang.tasks = 1;
+        gang.task.gpus = job.task.gpus.checked_mul(n)?;
+        gang.task.cpu_milli = job.task.cpu_milli.saturating_mul(u64::from(n));
+        gang.task.mem_mib = job.task.mem_mib.saturating_mul(u64::from(n));
+        let one = self.inner.place(planner, &gang)?;
+        planner.undo_to(mark);
+        let tasks: Vec<TaskPlacement> = one.first().map_or_else(Vec::new, |t| {
+            t.gpus
+                .chunks(job.task.gpus as usize)
+                .map(|gpus| TaskPlacement {
+                    node: t.node,
+                    gpus: gpus.to_vec(),
+                })
+                .collect()
+        });
+        if tasks.len() == n as usize && runs(&tasks) && planner.reserve(job, &tasks).is_ok() {
+            Some(tasks)
+        } else {
+            planner.undo_to(mark);
+            None
+        }
+    }
+    fn complete(&self) -> bool {
+        // With a table a placement may be refused where the capacity is there.
+        self.view.is_none() && self.inner.complete()
+    }
+}
+
 /// An ordering, a placer and modifiers as one policy, named `ORDER/PLACE[/MODIFIER...]`.
 pub struct Composite {
     name: String,
@@ -146,7 +225,7 @@ impl Composite {
         Composite {
             name,
             ordering,
-            placer,
+            placer: Box::new(Rated::new(placer)),
             modifiers,
         }
     }

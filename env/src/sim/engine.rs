@@ -407,8 +407,11 @@ impl<'t> Simulator<'t> {
             debug_assert!(t >= self.now, "time went back");
             self.integrate_to(t);
             self.now = t;
-            self.process_batch(t);
-            if !self.pending.is_empty() || (self.ask_without_queue && self.running > 0) {
+            // A batch of stale completions only is no event a real scheduler sees (and its
+            // time would tell the policy when a superseded run would have ended): no ask,
+            // unless nothing runs (`process_batch`).
+            let woke = self.process_batch(t);
+            if woke && (!self.pending.is_empty() || (self.ask_without_queue && self.running > 0)) {
                 return true;
             }
             self.sample_timeline();
@@ -488,7 +491,10 @@ impl<'t> Simulator<'t> {
         self.heap.push(Reverse((at, self.seq, event)));
     }
 
-    fn process_batch(&mut self, t: SimTime) {
+    /// Processes every event at `t`: `true` unless all were stale completions while jobs
+    /// run.
+    fn process_batch(&mut self, t: SimTime) -> bool {
+        let mut woke = false;
         if !self.started {
             self.started = true;
             if let Some(tick) = self.r.tick {
@@ -502,8 +508,13 @@ impl<'t> Simulator<'t> {
             self.heap.pop();
             self.events += 1;
             match event {
-                Event::Completion { job, epoch } => self.complete(job, epoch),
+                Event::Completion { job, epoch } => {
+                    // A stale one wakes the policy only with nothing running: no live event
+                    // may come then, and jobs it preempted would wait forever.
+                    woke |= self.complete(job, epoch) || self.running == 0;
+                }
                 Event::Tick => {
+                    woke = true;
                     let tick = self
                         .r
                         .tick
@@ -520,15 +531,19 @@ impl<'t> Simulator<'t> {
             if rt.state == JobState::NotArrived {
                 rt.state = JobState::Pending;
                 self.pending.insert(job.id);
+                woke = true;
             }
         }
+        woke
     }
 
-    fn complete(&mut self, id: JobId, epoch: u32) {
+    /// Ends running `id` now if `epoch` is its current run's: `false` for a stale completion
+    /// (superseded by a preemption, a resize or a rate change), which nothing observes.
+    fn complete(&mut self, id: JobId, epoch: u32) -> bool {
         if self.hidden[id.index()].epoch != epoch
             || self.runtime[id.index()].state != JobState::Running
         {
-            return; // superseded by a preemption, a resize or a rate change
+            return false;
         }
         let partner = self.cluster.get_mut().co_tenant(id);
         let alloc = self
@@ -552,6 +567,7 @@ impl<'t> Simulator<'t> {
         if let Some(partner) = partner {
             self.rerate_alone(partner);
         }
+        true
     }
 
     fn start(&mut self, id: JobId, tasks: Vec<crate::cluster::TaskPlacement>) -> bool {

@@ -560,3 +560,60 @@ fn a_preempted_job_carries_when_it_stopped() {
     assert!(now >= SimTime::from_secs(50));
     assert_eq!(r.jobs[0].preemptions, 1);
 }
+
+/// Preempts job 0 for job 1 as soon as job 1 waits; starts whatever else waits first fit.
+/// Records when it was asked.
+#[derive(Default)]
+struct PreemptForSecond {
+    asked: Vec<SimTime>,
+}
+
+impl Policy for PreemptForSecond {
+    fn name(&self) -> &str {
+        "test/preempt-for-second"
+    }
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        self.asked.push(ctx.now());
+        let (a, b) = (JobId(0), JobId(1));
+        let mut d = Decision::default();
+        let mut planner = ctx.planner();
+        if planner.state().is_running(a) && ctx.pending().any(|p| p.spec.id == b) {
+            d.preemptions.push(a);
+            planner.free_running(a);
+            d.placements.extend(first_fit(
+                &mut planner,
+                ctx.pending().filter(|p| p.spec.id == b),
+            ));
+            return Ok(d);
+        }
+        d.placements.extend(first_fit(&mut planner, ctx.pending()));
+        Ok(d)
+    }
+}
+
+#[test]
+fn a_superseded_completion_wakes_no_policy() {
+    // One GPU. A (100 s) starts at 0; B (200 s) arrives at 10 and preempts it. A's first run
+    // would have ended at 100 s: nothing happens then (B runs, A waits), and asking the
+    // policy at that instant would tell it when A would have finished. B ends at 210 s and
+    // A restarts from scratch (no checkpoint yet, no restart overhead): it ends at 310 s.
+    let t = trace(vec![
+        (job("A", 0, TaskRequest::whole(1, 0, 0)), 100),
+        (job("B", 10, TaskRequest::whole(1, 0, 0)), 200),
+    ]);
+    let cfg = SimConfig {
+        restart_overhead_s: 0.0,
+        ..SimConfig::default()
+    };
+    let mut p = PreemptForSecond::default();
+    let r = Simulator::new(&t, Arc::new(uniform(1, 1, "V100", 1000, 1000)), &cfg)
+        .unwrap()
+        .run(&mut p, &mut |_| {});
+    assert_eq!(r.jobs[1].finish, Some(SimTime::from_secs(210)));
+    assert_eq!(r.jobs[0].finish, Some(SimTime::from_secs(310)));
+    assert_eq!(
+        p.asked,
+        [0, 10, 210].map(SimTime::from_secs).to_vec(),
+        "asked only at arrivals and live completions"
+    );
+}

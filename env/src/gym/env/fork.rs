@@ -86,6 +86,7 @@ impl<'t> SchedEnv<'t> {
             start: self.start,
             placed_now: self.placed_now,
             placed_at: self.placed_at,
+            applied: self.applied.clone(),
             done: false,
             resizes: self.resizes,
             idle_at: self.idle_at,
