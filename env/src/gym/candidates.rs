@@ -44,7 +44,7 @@ use crate::policy::order::{
 use crate::policy::place::{Fgd, MostAllocated};
 use crate::policy::{
     DecisionContext, GittinsPreempt, LasPreempt, PendingJob, Placement, Placer, PlanMark, Planner,
-    StrategyPlacer, VictimPools, minimal_victims,
+    Rated, StrategyPlacer, VictimPools, minimal_victims,
 };
 use crate::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
@@ -78,10 +78,18 @@ impl<T: Placer + Clone + 'static> ProposerPlacer for T {
 impl Proposer {
     fn build(self) -> Box<dyn ProposerPlacer> {
         match self {
-            Proposer::BestFit => Box::new(StrategyPlacer::new("best-fit", FitStrategy::BestFit)),
-            Proposer::WorstFit => Box::new(StrategyPlacer::new("worst-fit", FitStrategy::WorstFit)),
-            Proposer::MostAllocated => Box::new(MostAllocated),
-            Proposer::Fgd => Box::new(Fgd::default()),
+            // Each placing typed jobs only where the table rates the placement (else as one
+            // gang on one node), as the heuristics do.
+            Proposer::BestFit => Box::new(Rated::new(StrategyPlacer::new(
+                "best-fit",
+                FitStrategy::BestFit,
+            ))),
+            Proposer::WorstFit => Box::new(Rated::new(StrategyPlacer::new(
+                "worst-fit",
+                FitStrategy::WorstFit,
+            ))),
+            Proposer::MostAllocated => Box::new(Rated::new(MostAllocated)),
+            Proposer::Fgd => Box::new(Rated::new(Fgd::default())),
         }
     }
     /// The `by_*` flag bit of the feature row.

@@ -1607,3 +1607,75 @@ fn resizes_across_nodes_are_offered_only_where_the_simulator_runs_them() {
     assert_eq!(result.summary.rejected_decisions, 0);
     assert_eq!(result.summary.finished, 4);
 }
+
+/// Two 4-GPU K80 nodes; an untyped 2-GPU job holds half of node 0. A ResNet-50 job of four
+/// 1-GPU tasks then waits: every proposer placing it task by task would spread it over both
+/// nodes, which Gavel's table does not rate (the simulator refuses it). It is offered a start
+/// on node 1 alone, and taking it starts the job at once.
+#[test]
+fn a_typed_gang_the_table_rates_on_one_node_only_gets_a_start_there() {
+    use crate::job::tests::job;
+    use crate::job::{TaskRequest, WorkloadType};
+    use crate::units::{JobId, NodeId, SimTime};
+    let spec = Arc::new(load_cluster("2x4:K80").unwrap());
+    let mut blocker = job("blocker", 0, TaskRequest::whole(2, 0, 0));
+    blocker.id = JobId(0);
+    let mut gang = job("gang", 1, TaskRequest::whole(1, 0, 0));
+    gang.id = JobId(1);
+    gang.tasks = 4;
+    gang.workload = WorkloadType::new("ResNet-50 (batch size 64)");
+    let trace = Trace::new(
+        "gang",
+        vec![blocker, gang],
+        vec![SimTime::from_secs(3600), SimTime::from_secs(600)],
+        vec!["t".into()],
+    )
+    .unwrap();
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    c.proposers = vec![Proposer::BestFit, Proposer::WorstFit, Proposer::Fgd];
+    let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
+    let (obs, _) = env.reset(0).unwrap();
+    // The blocker first, on node 0 (best fit).
+    let a = obs
+        .legal_actions()
+        .find(|a| {
+            env.candidate(*a).is_some_and(|c| {
+                c.placement.job == JobId(0) && c.placement.tasks.iter().all(|t| t.node == NodeId(0))
+            })
+        })
+        .unwrap();
+    let mut s = env.step(a).unwrap();
+    assert_eq!(s.info.now_s, 1.0);
+    let starts: Vec<Candidate> = s
+        .obs
+        .legal_actions()
+        .filter_map(|a| env.candidate(a))
+        .filter(|c| c.placement.job == JobId(1))
+        .cloned()
+        .collect();
+    assert!(!starts.is_empty(), "the gang got no candidate");
+    for c in &starts {
+        assert!(
+            c.placement.tasks.iter().all(|t| t.node == NodeId(1)),
+            "{:?} spreads",
+            c.placement.tasks
+        );
+    }
+    let a = s
+        .obs
+        .legal_actions()
+        .find(|a| {
+            env.candidate(*a)
+                .is_some_and(|c| c.placement.job == JobId(1))
+        })
+        .unwrap();
+    s = env.step(a).unwrap();
+    while !(s.terminated || s.truncated) {
+        let a = s.obs.legal_actions().next().unwrap();
+        s = env.step(a).unwrap();
+    }
+    let result = env.finish("test").unwrap();
+    assert_eq!(result.summary.rejected_decisions, 0);
+    assert_eq!(result.jobs[1].first_start, Some(SimTime::from_secs(1)));
+}

@@ -119,18 +119,34 @@ impl Placer for StrategyPlacer {
 /// now, as if the room were not there. Without the check a heuristic would propose starts the
 /// simulator refuses, decision after decision, and its job would wait for no reason a real
 /// scheduler has. Untyped jobs, and runs without a table, are the inner placer's alone.
-pub struct Rated {
-    inner: Box<dyn Placer>,
+#[derive(Debug, Clone)]
+pub struct Rated<P> {
+    inner: P,
     view: Option<std::sync::Arc<super::ThroughputView>>,
 }
 
-impl Rated {
-    pub fn new(inner: Box<dyn Placer>) -> Self {
+impl<P: Placer> Rated<P> {
+    pub fn new(inner: P) -> Self {
         Rated { inner, view: None }
     }
 }
 
-impl Placer for Rated {
+impl Placer for Box<dyn Placer> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn observe(&mut self, ctx: &DecisionContext<'_>) {
+        (**self).observe(ctx);
+    }
+    fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
+        (**self).place(planner, job)
+    }
+    fn complete(&self) -> bool {
+        (**self).complete()
+    }
+}
+
+impl<P: Placer> Placer for Rated<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }

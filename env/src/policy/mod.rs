@@ -19,7 +19,7 @@ mod het_tests;
 
 pub(crate) use context::seen_below;
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
-pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
+pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, Rated, StrategyPlacer};
 pub use modifier::{
     ClassPreempt, Colocate, ColocateConfig, DEFAULT_ROUND_S, Easy, ElasticAlloc, ElasticConfig,
     GittinsPreempt, LasPreempt, VictimPools, best_above, marginal_efficiency, minimal_victims,
