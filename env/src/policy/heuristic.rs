@@ -282,6 +282,15 @@ impl Policy for Composite {
             }
         }
         for m in &mut self.modifiers {
+            // A job an earlier modifier started (preempting for it, or on a shared GPU) waits
+            // no more: the next must not place it again.
+            rest.retain(|id| {
+                !decision
+                    .placements
+                    .iter()
+                    .chain(&decision.shares)
+                    .any(|p| p.job == *id)
+            });
             m.extend(
                 ctx,
                 &mut planner,
@@ -295,5 +304,98 @@ impl Policy for Composite {
 
     fn acts_without_queue(&self) -> bool {
         self.modifiers.iter().any(|m| m.acts_without_queue())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::load_cluster;
+    use crate::job::tests::job;
+    use crate::job::{TaskRequest, Trace};
+    use crate::sim::{SimConfig, Simulator};
+    use crate::units::SimTime;
+    use std::sync::{Arc, Mutex};
+
+    /// Starts the first job of the rest that fits, first fit.
+    struct StartOne;
+    /// Records the rest it is shown.
+    struct Record(Arc<Mutex<Vec<Vec<JobId>>>>);
+
+    impl Modifier for StartOne {
+        fn name(&self) -> &str {
+            "start-one"
+        }
+        fn extend(
+            &mut self,
+            ctx: &DecisionContext<'_>,
+            planner: &mut Planner<'_>,
+            _placer: &mut dyn Placer,
+            rest: &[JobId],
+            decision: &mut Decision,
+        ) {
+            for &id in rest {
+                if let Some(tasks) = planner.place(ctx.job(id), FitStrategy::FirstFit) {
+                    decision.placements.push(Placement { job: id, tasks });
+                    return;
+                }
+            }
+        }
+    }
+
+    impl Modifier for Record {
+        fn name(&self) -> &str {
+            "record"
+        }
+        fn extend(
+            &mut self,
+            _ctx: &DecisionContext<'_>,
+            _planner: &mut Planner<'_>,
+            _placer: &mut dyn Placer,
+            rest: &[JobId],
+            _decision: &mut Decision,
+        ) {
+            self.0.lock().expect("not poisoned").push(rest.to_vec());
+        }
+    }
+
+    #[test]
+    fn a_job_one_modifier_started_is_not_shown_to_the_next() {
+        // One 3-GPU node; at 0, a and b take 2 GPUs each and c 1. Strict FIFO starts a; b
+        // does not fit and blocks c. The first modifier starts c (it fits); the second must
+        // then be shown b alone: c placed twice would be refused.
+        let t = Trace::new(
+            "rest",
+            vec![
+                job("a", 0, TaskRequest::whole(2, 0, 0)),
+                job("b", 0, TaskRequest::whole(2, 0, 0)),
+                job("c", 0, TaskRequest::whole(1, 0, 0)),
+            ]
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut j)| {
+                j.id = JobId(i as u32);
+                j
+            })
+            .collect(),
+            vec![SimTime::from_secs(10); 3],
+            vec!["t".into()],
+        )
+        .expect("valid trace");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut policy = Composite::with_modifiers(
+            Box::new(Fifo),
+            Box::new(StrategyPlacer::new("first-fit", FitStrategy::FirstFit)),
+            vec![Box::new(StartOne), Box::new(Record(Arc::clone(&seen)))],
+        );
+        let spec = Arc::new(load_cluster("1x3:V100").expect("cluster"));
+        let r = Simulator::new(&t, spec, &SimConfig::default())
+            .expect("valid run")
+            .run(&mut policy, &mut |_| {});
+        assert_eq!(r.summary.rejected_decisions, 0);
+        assert_eq!(r.summary.finished, 3);
+        assert_eq!(r.jobs[2].first_start, Some(SimTime::ZERO));
+        let seen = seen.lock().expect("not poisoned");
+        assert_eq!(seen.first(), Some(&vec![JobId(1)]));
     }
 }
