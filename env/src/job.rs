@@ -509,6 +509,25 @@ pub(crate) mod tests {
         }
     }
 
+    /// For two 4-GPU K80 nodes: an untyped 2-GPU job at 0 (3600 s), then at 1 s a
+    /// ResNet-50 job of four 1-GPU tasks (600 s), which Gavel's table rates on 4 K80s on one
+    /// node only: placed task by task beside the first, it would spread over both nodes.
+    pub fn gang_beside_a_blocker() -> Trace {
+        let mut blocker = job("blocker", 0, TaskRequest::whole(2, 0, 0));
+        blocker.id = JobId(0);
+        let mut gang = job("gang", 1, TaskRequest::whole(1, 0, 0));
+        gang.id = JobId(1);
+        gang.tasks = 4;
+        gang.workload = WorkloadType::new("ResNet-50 (batch size 64)");
+        Trace::new(
+            "gang",
+            vec![blocker, gang],
+            vec![SimTime::from_secs(3600), SimTime::from_secs(600)],
+            vec!["t".into()],
+        )
+        .expect("a valid trace")
+    }
+
     #[test]
     fn task_shapes_are_checked() {
         assert!(TaskRequest::whole(0, 1000, 10).validate().is_ok());

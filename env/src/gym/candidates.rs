@@ -1132,7 +1132,7 @@ fn candidates_in(
             let job = ctx.job(c.placement.job);
             c.kind != CandidateKind::Start
                 || !view.is_typed(job.id)
-                || runs_at(view, job, Some(&c.placement.tasks))
+                || view.runs_on(job, &c.placement.tasks)
         });
     }
     if model_candidates {
@@ -1576,7 +1576,9 @@ fn resize_candidates(
         });
         planner.undo_to(mark);
         // As the simulator will run it (a gang spread over nodes reads the spread rate).
-        if let Some(Some(new)) = placed.filter(|p| runs_at(view, job, p.as_deref())) {
+        if let Some(Some(new)) =
+            placed.filter(|p| p.as_deref().is_some_and(|t| view.runs_on(job, t)))
+        {
             out.push(resize_candidate(ctx, rates, job, k, new));
             grown += 1;
         }
@@ -1595,7 +1597,7 @@ fn resize_candidates(
         let Some(&next) = rated(job, m).iter().rev().find(|t| **t < k) else {
             continue;
         };
-        if !runs_at(view, job, Some(&tasks[..next as usize])) {
+        if !view.runs_on(job, &tasks[..next as usize]) {
             continue;
         }
         out.push(resize_candidate(
@@ -1607,21 +1609,6 @@ fn resize_candidates(
         ));
         shrunk += 1;
     }
-}
-
-/// Whether `job` runs (a table rate above 0) on `tasks` at their size, as the simulator
-/// checks a start or a resize.
-fn runs_at(
-    view: &crate::policy::ThroughputView,
-    job: &JobSpec,
-    tasks: Option<&[TaskPlacement]>,
-) -> bool {
-    let Some(tasks) = tasks else {
-        return false;
-    };
-    let gpus = u32::try_from(tasks.len()).unwrap_or(u32::MAX) * job.task.gpus;
-    view.speed_on_sized(job, &node_set(tasks), gpus)
-        .is_some_and(|s| s > 0.0)
 }
 
 /// The candidate of moving running `job` (on `current` tasks) to `tasks`.

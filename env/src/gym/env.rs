@@ -160,6 +160,32 @@ pub struct Step {
     pub info: Info,
 }
 
+/// What was done at the current instant of an episode: the placements made (a global
+/// feature) and the resizes and shares applied (`Taken::take_applied`), so that no job is
+/// resized twice, nor grown and shrunk, in one instant.
+#[derive(Debug, Clone, Default)]
+struct ThisInstant {
+    at: SimTime,
+    placed: u32,
+    applied: Taken,
+}
+
+impl ThisInstant {
+    fn at(at: SimTime) -> Self {
+        ThisInstant {
+            at,
+            ..ThisInstant::default()
+        }
+    }
+
+    /// Moves to `now`, forgetting what was done at an earlier instant.
+    fn enter(&mut self, now: SimTime) {
+        if now != self.at {
+            *self = ThisInstant::at(now);
+        }
+    }
+}
+
 /// A scheduling episode over one trace window on one cluster.
 ///
 /// Contract (Gymnasium's): `reset(seed)` starts an episode and returns the first observation;
@@ -186,10 +212,7 @@ pub struct SchedEnv<'t> {
     live: bool,
     steps: u64,
     start: SimTime,
-    placed_now: u32,
-    placed_at: SimTime,
-    /// The resizes and shares applied at `placed_at` (`Taken::take_applied`).
-    applied: Taken,
+    instant: ThisInstant,
     done: bool,
     /// Resize candidates are offered (elastic jobs, a throughput table, `model_candidates`):
     /// the episode also stops while elastic jobs run with nobody waiting.
@@ -235,9 +258,7 @@ impl<'t> SchedEnv<'t> {
             live: false,
             steps: 0,
             start: SimTime::ZERO,
-            placed_now: 0,
-            placed_at: SimTime::ZERO,
-            applied: Taken::default(),
+            instant: ThisInstant::default(),
             done: true,
             resizes: cfg_resizes,
             idle_at: None,
@@ -266,12 +287,10 @@ impl<'t> SchedEnv<'t> {
         self.sim = Some(sim);
         self.enumerator = Enumerator::from_config(&self.cfg, self.featurizer, MAX_CANDIDATES - 1);
         self.steps = 0;
-        self.placed_now = 0;
         self.done = false;
         // The simulator starts at the window's first submit: the episode's time origin.
         self.start = self.now();
-        self.placed_at = self.start;
-        self.applied = Taken::default();
+        self.instant = ThisInstant::at(self.start);
         self.idle_at = None;
         let mut terms = RewardTerms::default();
         let end = self.advance_to_choice(&mut terms);
@@ -301,7 +320,7 @@ impl<'t> SchedEnv<'t> {
             let sim = self.sim.as_mut().expect("a live episode has a simulator");
             sim.apply(&chosen.decision());
             self.count_placement();
-            self.applied.take_applied(chosen);
+            self.instant.applied.take_applied(chosen);
             self.advance_to_choice(&mut terms)
         };
         let end = end.or_else(|| self.horizon());
@@ -413,12 +432,8 @@ impl<'t> SchedEnv<'t> {
 
     fn count_placement(&mut self) {
         let now = self.now();
-        if now != self.placed_at {
-            self.placed_at = now;
-            self.placed_now = 0;
-            self.applied = Taken::default();
-        }
-        self.placed_now += 1;
+        self.instant.enter(now);
+        self.instant.placed += 1;
     }
 
     fn horizon(&self) -> Option<EndReason> {
@@ -453,15 +468,11 @@ impl<'t> SchedEnv<'t> {
                 && idle_due(self.idle_at, now)
                 && sim.context().cluster().running().any(|a| a.elastic);
             if pending > 0 || idle {
-                if now != self.placed_at {
-                    self.placed_at = now;
-                    self.placed_now = 0;
-                    self.applied = Taken::default();
-                }
+                self.instant.enter(now);
                 let point = self.enumerator.enumerate_after(
                     &sim.context(),
-                    &self.applied,
-                    self.placed_now,
+                    &self.instant.applied,
+                    self.instant.placed,
                     now.saturating_sub(self.start),
                 );
                 let any = !point.candidates.is_empty();

@@ -38,6 +38,13 @@ fn cfg(reward: RewardConfig, max_steps: u64, max_sim_time_s: f64) -> EnvConfig {
     c
 }
 
+/// `cfg` with Gavel's throughput table: typed jobs run at its rates.
+fn gavel_cfg() -> EnvConfig {
+    let mut c = cfg(RewardConfig::default(), 0, 0.0);
+    c.sim.throughputs = Some("gavel".into());
+    c
+}
+
 /// Plays one episode with `choose(obs, rng)`; returns the total reward and the last step.
 fn play(
     env: &mut SchedEnv<'_>,
@@ -1183,8 +1190,7 @@ fn typed_jobs_get_a_candidate_per_gpu_model_and_elastic_jobs_a_smaller_start() {
         vec!["t".into()],
     )
     .unwrap();
-    let mut c = cfg(RewardConfig::default(), 0, 0.0);
-    c.sim.throughputs = Some("gavel".into());
+    let mut c = gavel_cfg();
     let table = load_table("gavel").unwrap();
     let w = table.workload(LM).unwrap();
     let rate = |gpu: &str| {
@@ -1309,8 +1315,7 @@ fn running_elastic_jobs_get_grow_and_shrink_candidates_within_their_range() {
         vec!["t".into()],
     )
     .unwrap();
-    let mut c = cfg(RewardConfig::default(), 0, 0.0);
-    c.sim.throughputs = Some("gavel".into());
+    let c = gavel_cfg();
     let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
     env.reset(0).unwrap();
     // Start e as asked (2 GPUs).
@@ -1401,8 +1406,7 @@ fn a_job_keeps_its_size_for_a_round_and_a_decision_never_grows_and_shrinks() {
         durations.push(SimTime::from_secs(50));
     }
     let trace = Trace::new("rounds", jobs, durations, vec!["t".into()]).unwrap();
-    let mut c = cfg(RewardConfig::default(), 0, 0.0);
-    c.sim.throughputs = Some("gavel".into());
+    let c = gavel_cfg();
     let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
     let (mut obs, _) = env.reset(0).unwrap();
     // When each job last started or was resized; what each instant's resizes were.
@@ -1509,8 +1513,7 @@ fn blocked_typed_jobs_get_share_candidates_only_where_the_table_allows_the_pair(
         !may_share(JobId(2), JobId(0)),
         "the table forbids G beside A"
     );
-    let mut c = cfg(RewardConfig::default(), 0, 0.0);
-    c.sim.throughputs = Some("gavel".into());
+    let c = gavel_cfg();
     let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
     let (mut obs, _) = env.reset(0).unwrap();
     let mut hosts: Vec<JobId> = Vec::new();
@@ -1583,8 +1586,7 @@ fn resizes_across_nodes_are_offered_only_where_the_simulator_runs_them() {
         durations.push(SimTime::from_secs(3600));
     }
     let trace = Trace::new("spread", jobs, durations, vec!["t".into()]).unwrap();
-    let mut c = cfg(RewardConfig::default(), 0, 0.0);
-    c.sim.throughputs = Some("gavel".into());
+    let c = gavel_cfg();
     let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
     let (mut obs, _) = env.reset(0).unwrap();
     let mut resized = 0;
@@ -1614,25 +1616,10 @@ fn resizes_across_nodes_are_offered_only_where_the_simulator_runs_them() {
 /// on node 1 alone, and taking it starts the job at once.
 #[test]
 fn a_typed_gang_the_table_rates_on_one_node_only_gets_a_start_there() {
-    use crate::job::tests::job;
-    use crate::job::{TaskRequest, WorkloadType};
     use crate::units::{JobId, NodeId, SimTime};
     let spec = Arc::new(load_cluster("2x4:K80").unwrap());
-    let mut blocker = job("blocker", 0, TaskRequest::whole(2, 0, 0));
-    blocker.id = JobId(0);
-    let mut gang = job("gang", 1, TaskRequest::whole(1, 0, 0));
-    gang.id = JobId(1);
-    gang.tasks = 4;
-    gang.workload = WorkloadType::new("ResNet-50 (batch size 64)");
-    let trace = Trace::new(
-        "gang",
-        vec![blocker, gang],
-        vec![SimTime::from_secs(3600), SimTime::from_secs(600)],
-        vec!["t".into()],
-    )
-    .unwrap();
-    let mut c = cfg(RewardConfig::default(), 0, 0.0);
-    c.sim.throughputs = Some("gavel".into());
+    let trace = crate::job::tests::gang_beside_a_blocker();
+    let mut c = gavel_cfg();
     c.proposers = vec![Proposer::BestFit, Proposer::WorstFit, Proposer::Fgd];
     let mut env = SchedEnv::new(&trace, Arc::clone(&spec), c).unwrap();
     let (obs, _) = env.reset(0).unwrap();

@@ -154,19 +154,7 @@ fn heuristics_start_a_typed_gang_on_one_node_where_the_table_rates_it_only_there
     // does not rate, which the simulator refuses. The placer tries the job again as one gang
     // and starts it on node 1 at once; without that it would wait, refused at every
     // decision, until the first job ends.
-    let mut blocker = job("blocker", 0, TaskRequest::whole(2, 0, 0));
-    blocker.id = crate::units::JobId(0);
-    let mut gang = job("gang", 1, TaskRequest::whole(1, 0, 0));
-    gang.id = crate::units::JobId(1);
-    gang.tasks = 4;
-    gang.workload = WorkloadType::new("ResNet-50 (batch size 64)");
-    let t = Trace::new(
-        "gang",
-        vec![blocker, gang],
-        vec![SimTime::from_secs(3600), SimTime::from_secs(600)],
-        vec!["t".into()],
-    )
-    .expect("valid trace");
+    let t = crate::job::tests::gang_beside_a_blocker();
     for policy in [
         "fifo/best-fit",
         "fifo/first-fit",

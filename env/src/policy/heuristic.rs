@@ -155,20 +155,12 @@ impl<P: Placer> Placer for Rated<P> {
         self.inner.observe(ctx);
     }
     fn place(&mut self, planner: &mut Planner<'_>, job: &JobSpec) -> Option<Vec<TaskPlacement>> {
-        let Some(view) = self.view.clone().filter(|v| v.is_typed(job.id)) else {
+        let Some(view) = self.view.as_deref().filter(|v| v.is_typed(job.id)) else {
             return self.inner.place(planner, job);
-        };
-        let runs = |tasks: &[TaskPlacement]| {
-            let mut nodes: Vec<_> = tasks.iter().map(|t| t.node).collect();
-            nodes.sort_unstable();
-            nodes.dedup();
-            let gpus = u32::try_from(tasks.len()).unwrap_or(u32::MAX) * job.task.gpus;
-            view.speed_on_sized(job, &nodes, gpus)
-                .is_some_and(|s| s > 0.0)
         };
         let mark = planner.mark();
         let tasks = self.inner.place(planner, job)?;
-        if runs(&tasks) {
+        if view.runs_on(job, &tasks) {
             return Some(tasks);
         }
         planner.undo_to(mark);
@@ -194,7 +186,10 @@ impl<P: Placer> Placer for Rated<P> {
                 })
                 .collect()
         });
-        if tasks.len() == n as usize && runs(&tasks) && planner.reserve(job, &tasks).is_ok() {
+        if tasks.len() == n as usize
+            && view.runs_on(job, &tasks)
+            && planner.reserve(job, &tasks).is_ok()
+        {
             Some(tasks)
         } else {
             planner.undo_to(mark);

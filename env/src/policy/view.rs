@@ -9,7 +9,7 @@
 //! table have no view entry: every lookup answers `None` and policies fall back to what they
 //! do without rates.
 
-use crate::cluster::ClusterSpec;
+use crate::cluster::{ClusterSpec, TaskPlacement};
 use crate::job::JobSpec;
 use crate::throughput::{Consolidation, TableGpu, ThroughputTable, WorkloadId};
 use crate::units::{GpuModelId, JobId, NodeId};
@@ -181,6 +181,18 @@ impl ThroughputView {
             .map(|m| self.speed_placed(job, *m, n, placement))
             .try_fold(f64::INFINITY, |slowest, s| Some(slowest.min(s?)))
             .filter(|s| s.is_finite())
+    }
+
+    /// Whether the simulator runs `job` on `tasks` (a start or a resize there): the table
+    /// rates it above 0 at their size, spread or consolidated as they lie
+    /// ([`Self::speed_on_sized`]).
+    pub fn runs_on(&self, job: &JobSpec, tasks: &[TaskPlacement]) -> bool {
+        let nodes: Vec<NodeId> = tasks.iter().map(|t| t.node).collect();
+        let gpus = u32::try_from(tasks.len())
+            .unwrap_or(u32::MAX)
+            .saturating_mul(job.task.gpus);
+        self.speed_on_sized(job, &nodes, gpus)
+            .is_some_and(|s| s > 0.0)
     }
 
     /// Whether `job` runs on its fastest GPU model on `nodes`: every GPU model among them
