@@ -61,6 +61,11 @@ pub struct Args {
     /// policy's training tick for `rl:PATH`, else none).
     #[arg(long)]
     pub tick: Option<String>,
+    /// The starvation bound below every policy: `auto` (4x the 90th percentile of finished
+    /// jobs' run times, at least 1 h), `off`, or a duration (e.g. 12h). A job waiting past it
+    /// gets a reservation no policy may bypass (docs/simulator.md).
+    #[arg(long, default_value = "auto")]
+    pub starvation_bound: String,
     /// Policy knobs (TOML, e.g. `[tiresias] thresholds_gpu_s = [3250.0, 7200.0]`).
     #[arg(long)]
     pub policy_config: Option<PathBuf>,
@@ -140,6 +145,7 @@ pub fn run(args: &Args) -> Result<()> {
         threads: args.threads,
         resamples: args.resamples,
         throughputs: args.hetero.throughputs.clone(),
+        starvation_bound: crate::simulate::parse_bound(&args.starvation_bound)?,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let mut comparison = harness::compare(&trace, cluster, &spec, &harness::build)?;

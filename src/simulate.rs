@@ -6,6 +6,7 @@ use lachesis_agent::harness::{self, load_trace, resolve_cluster};
 use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
+use lachesis_env::policy::StarvationBound;
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_load};
 use lachesis_env::throughput::{
     ElasticRule, WorkloadRule, assign_elastic, assign_workloads, load_table,
@@ -54,6 +55,11 @@ pub struct Args {
     /// Policy knobs (TOML, e.g. `[tiresias] thresholds_gpu_s = [3250.0, 7200.0]`).
     #[arg(long)]
     pub policy_config: Option<PathBuf>,
+    /// The starvation bound below every policy: `auto` (4x the 90th percentile of finished
+    /// jobs' run times, at least 1 h), `off`, or a duration (e.g. 12h); default: the config's
+    /// `starvation_bound`, else auto (docs/simulator.md).
+    #[arg(long)]
+    pub starvation_bound: Option<String>,
     /// Simulation config file (TOML, fields of SimConfig); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -187,10 +193,30 @@ fn sim_config(args: &Args) -> Result<SimConfig> {
         cfg.tick_s = harness::wants_tick_s(&args.policy);
     }
     cfg.skip_unplaceable |= args.skip_unplaceable;
+    if let Some(b) = &args.starvation_bound {
+        cfg.starvation_bound = parse_bound(b)?;
+    }
     if let Some(table) = &args.hetero.throughputs {
         cfg.throughputs = Some(table.clone());
     }
     Ok(cfg)
+}
+
+/// `--starvation-bound`: `auto`, `off` or a duration (`12h`, `3600s`, or plain seconds).
+pub fn parse_bound(text: &str) -> Result<StarvationBound> {
+    let t = text.trim();
+    if t == "auto" || t == "off" || t.parse::<f64>().is_ok() {
+        return StarvationBound::parse(t)
+            .map_err(anyhow::Error::msg)
+            .context("--starvation-bound");
+    }
+    let secs = parse_duration(t)
+        .map_err(anyhow::Error::msg)
+        .context("--starvation-bound: `auto`, `off` or a duration such as 12h")?
+        .secs_f64();
+    StarvationBound::parse(&secs.to_string())
+        .map_err(anyhow::Error::msg)
+        .context("--starvation-bound")
 }
 
 pub fn run(args: &Args) -> Result<()> {

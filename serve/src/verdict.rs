@@ -363,6 +363,7 @@ pub fn judge(
         // The harness's own intervals are not used: one draw is enough.
         resamples: 1,
         throughputs: None,
+        starvation_bound: lachesis_env::policy::StarvationBound::Auto,
         command: String::new(),
     };
     let jct = &METRICS[0];

@@ -8,7 +8,7 @@ use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::paired::{Better, Paired, captured_share, paired};
 use lachesis_env::metrics::{Summary, TimelineRow};
-use lachesis_env::policy::{Policy, PolicyConfig, PolicyError, PolicyOptions};
+use lachesis_env::policy::{Policy, PolicyConfig, PolicyError, PolicyOptions, StarvationBound};
 use lachesis_env::sim::{SimConfig, Simulator, scale_to_load};
 use lachesis_env::trace::split::random_windows;
 use lachesis_env::units::SimTime;
@@ -63,6 +63,8 @@ pub struct CompareSpec {
     pub resamples: usize,
     /// Throughput table for typed jobs (`SimConfig::throughputs`).
     pub throughputs: Option<String>,
+    /// The starvation bound below every policy (`SimConfig::starvation_bound`).
+    pub starvation_bound: StarvationBound,
     /// The command line that asked for it (for the report's header).
     pub command: String,
 }
@@ -82,6 +84,7 @@ impl Default for CompareSpec {
             threads: None,
             resamples: 2000,
             throughputs: None,
+            starvation_bound: StarvationBound::Auto,
             command: String::new(),
         }
     }
@@ -151,6 +154,18 @@ pub const METRICS: &[Metric] = &[
         label: "avg wait (s)",
         better: Better::Lower,
         get: |s| s.avg_wait_s,
+    },
+    Metric {
+        key: "p999_wait_s",
+        label: "p99.9 wait (s)",
+        better: Better::Lower,
+        get: |s| s.p999_wait_s,
+    },
+    Metric {
+        key: "max_wait_s",
+        label: "max wait (s)",
+        better: Better::Lower,
+        get: |s| s.max_wait_s,
     },
     Metric {
         key: "avg_bsld",
@@ -334,6 +349,7 @@ pub fn compare(
         skip_unplaceable: true,
         timeline_interval_s: 600.0,
         throughputs: spec.throughputs.clone(),
+        starvation_bound: spec.starvation_bound,
         ..SimConfig::default()
     };
     cfg.tick_s = match spec.tick_s {

@@ -763,7 +763,7 @@ impl Enumerator {
         Enumerator {
             proposers: Proposers::new(proposers),
             las: None,
-            gittins: GittinsPreempt::new(&GittinsConfig::default())
+            gittins: GittinsPreempt::new(&GittinsConfig::schema7())
                 .expect("the default Gittins config is valid"),
             gittins_preemption: false,
             contention: Contention::default(),

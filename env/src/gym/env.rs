@@ -63,6 +63,7 @@ impl Default for EnvConfig {
         EnvConfig {
             sim: SimConfig {
                 record_timeline: false,
+                starvation_bound: crate::policy::StarvationBound::Off,
                 ..SimConfig::default()
             },
             reward: RewardConfig::default(),
@@ -234,7 +235,18 @@ impl std::fmt::Debug for SchedEnv<'_> {
 
 impl<'t> SchedEnv<'t> {
     /// An environment over `trace` on `spec`; checks the config and that the trace can run.
-    pub fn new(trace: &'t Trace, spec: Arc<ClusterSpec>, cfg: EnvConfig) -> Result<Self, EnvError> {
+    ///
+    /// Episodes run without the starvation bound (`SimConfig::starvation_bound` is set to
+    /// `off`): the environment applies one candidate at a time and offers only what the
+    /// simulator would run, and a refused start would be offered again. The bound applies to
+    /// whatever a policy, learned ones included, decides in `simulate`, `compare` and the
+    /// service.
+    pub fn new(
+        trace: &'t Trace,
+        spec: Arc<ClusterSpec>,
+        mut cfg: EnvConfig,
+    ) -> Result<Self, EnvError> {
+        cfg.sim.starvation_bound = crate::policy::StarvationBound::Off;
         cfg.validate().map_err(EnvError::Config)?;
         Simulator::new(trace, Arc::clone(&spec), &cfg.sim)?;
         let cfg_resizes = cfg.model_candidates

@@ -40,7 +40,7 @@ impl PredictedDurations {
     /// A predictor that has seen nothing yet (see the type's docs for `prior_mean_s`).
     pub fn new(prior_mean_s: f64) -> Self {
         PredictedDurations {
-            estimator: GittinsEstimator::new(&GittinsConfig::default()),
+            estimator: GittinsEstimator::new(&GittinsConfig::schema7()),
             prior_mean_ms: (prior_mean_s * 1000.0).max(1.0),
         }
     }

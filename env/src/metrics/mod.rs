@@ -95,6 +95,12 @@ pub struct Summary {
     pub p50_wait_s: f64,
     pub p95_wait_s: f64,
     pub p99_wait_s: f64,
+    /// The 99.9th percentile and the longest wait of the finished measured jobs (the
+    /// starvation bound's measure).
+    #[serde(default)]
+    pub p999_wait_s: f64,
+    #[serde(default)]
+    pub max_wait_s: f64,
     pub avg_bsld: f64,
     pub p95_bsld: f64,
     pub makespan_s: f64,
@@ -122,6 +128,13 @@ pub struct Summary {
     pub decisions: u64,
     pub rejected_decisions: u64,
     pub policy_errors: u64,
+    /// Parts of policies' decisions the starvation bound refused (a preemption or resize of
+    /// a job it protects, a start on a node it holds for a job waiting past the bound), and
+    /// jobs it started itself (`SimConfig::starvation_bound`).
+    #[serde(default)]
+    pub bound_vetoes: u64,
+    #[serde(default)]
+    pub bound_starts: u64,
     pub events: u64,
     pub wall_s: f64,
     /// Runs with a throughput table only: reference GPU-hours of work the typed jobs did
@@ -191,6 +204,8 @@ pub(crate) struct JobStats {
     pub finished: u64,
     pub jct: [f64; 4],
     pub wait: [f64; 4],
+    /// p99.9 and max of wait.
+    pub wait_tail: [f64; 2],
     pub bsld: [f64; 2],
 }
 
@@ -227,6 +242,10 @@ pub(crate) fn job_stats(records: &[JobRecord]) -> JobStats {
         finished: jct.len() as u64,
         jct: four(&jct),
         wait: four(&wait),
+        wait_tail: [
+            quantile_sorted(&wait, 0.999),
+            wait.last().copied().unwrap_or(0.0),
+        ],
         bsld: [mean(&bsld), quantile_sorted(&bsld, 0.95)],
     }
 }

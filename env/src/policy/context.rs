@@ -38,6 +38,50 @@ pub struct JobRuntime {
     pub last_stop: Option<SimTime>,
 }
 
+/// What a preemption costs on this cluster, as its operators configured it (a scheduler knows
+/// its own checkpoint policy): the restart overhead a preempted job pays when it starts again,
+/// and the interval at which running jobs checkpoint (`None`: never; a preempted job starts
+/// over). The simulator passes its `SimConfig`'s; elsewhere the simulator's defaults serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartCost {
+    pub overhead: SimTime,
+    pub checkpoint: Option<SimTime>,
+}
+
+impl Default for RestartCost {
+    /// The simulator's defaults: 60 s to restart, a checkpoint every 30 min.
+    fn default() -> Self {
+        RestartCost {
+            overhead: SimTime::from_secs(60),
+            checkpoint: Some(SimTime::from_secs(1800)),
+        }
+    }
+}
+
+impl RestartCost {
+    /// Wall time a job that runs now would lose if preempted now, ms: its run since the last
+    /// checkpoint (all it has attained where nothing checkpoints), the restart overhead its
+    /// current run has spent (if it was restarted), and the overhead of its next start. As
+    /// the simulator counts waste; 0 for a job not running.
+    pub fn waste_ms(&self, rt: &JobRuntime, now: SimTime) -> u64 {
+        let Some(start) = rt.run_start else {
+            return 0;
+        };
+        let elapsed = now.saturating_sub(start).ms();
+        let spent = if rt.preemptions > 0 {
+            self.overhead.ms().min(elapsed)
+        } else {
+            0
+        };
+        let productive = elapsed - spent;
+        let lost = match self.checkpoint {
+            Some(iv) if iv.ms() > 0 => productive % iv.ms(),
+            _ => rt.attained_ms + productive,
+        };
+        spent + lost + self.overhead.ms()
+    }
+}
+
 /// A pending job as a policy sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct PendingJob<'a> {
@@ -67,6 +111,7 @@ pub struct DecisionContext<'a> {
     cluster: &'a RefCell<ClusterState>,
     finished: &'a [JobId],
     throughputs: Option<&'a Arc<ThroughputView>>,
+    restart: RestartCost,
 }
 
 impl<'a> DecisionContext<'a> {
@@ -87,7 +132,16 @@ impl<'a> DecisionContext<'a> {
             cluster,
             finished: &[],
             throughputs: None,
+            restart: RestartCost::default(),
         }
+    }
+    /// What a preemption costs on this cluster (default: the simulator's defaults).
+    pub fn with_restart_cost(mut self, restart: RestartCost) -> Self {
+        self.restart = restart;
+        self
+    }
+    pub fn restart_cost(&self) -> RestartCost {
+        self.restart
     }
     /// The run's throughput table as profiling tells a scheduler (`None`: no table, every
     /// job at catalog speed). Policies read typed jobs' speeds through it, never durations.

@@ -12,13 +12,14 @@ pub mod order;
 pub mod place;
 mod planner;
 mod registry;
+mod starvation;
 mod view;
 
 #[cfg(test)]
 mod het_tests;
 
 pub(crate) use context::seen_below;
-pub use context::{DecisionContext, JobRuntime, JobState, PendingJob};
+pub use context::{DecisionContext, JobRuntime, JobState, PendingJob, RestartCost};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, Rated, StrategyPlacer};
 pub use modifier::{
     ClassPreempt, Colocate, ColocateConfig, DEFAULT_ROUND_S, Easy, ElasticAlloc, ElasticConfig,
@@ -29,6 +30,7 @@ pub use planner::{PlanMark, Planner};
 pub use registry::{
     PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,
 };
+pub use starvation::{Reservations, StarvationBound, StarvationGuard};
 pub use view::ThroughputView;
 
 use crate::cluster::TaskPlacement;

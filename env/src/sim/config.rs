@@ -42,6 +42,11 @@ pub struct SimConfig {
     /// types are ignored and every job runs at its GPU model's catalog speed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughputs: Option<String>,
+    /// The starvation bound below every policy (`policy::starvation`): `"auto"` (four times
+    /// the 90th percentile of finished jobs' run times, at least an hour, once 20 have
+    /// finished), `"off"`, or seconds. A job waiting past it gets a reservation no policy may
+    /// bypass, and is not preempted once started.
+    pub starvation_bound: crate::policy::StarvationBound,
 }
 
 impl Default for SimConfig {
@@ -59,6 +64,7 @@ impl Default for SimConfig {
             timeline_interval_s: 60.0,
             record_timeline: true,
             throughputs: None,
+            starvation_bound: crate::policy::StarvationBound::Auto,
         }
     }
 }

@@ -7,7 +7,10 @@ use crate::cluster::{Allocation, ClusterSpec, ClusterState, FitStrategy, Infeasi
 use crate::constraint::Constraints;
 use crate::job::{JobSpec, Trace};
 use crate::metrics::{self, FragTracker, JobRecord, Summary, TaskMix, TimelineRow};
-use crate::policy::{Decision, DecisionContext, JobRuntime, JobState, Policy, ThroughputView};
+use crate::policy::{
+    Decision, DecisionContext, JobRuntime, JobState, Policy, Reservations, RestartCost,
+    StarvationGuard, ThroughputView,
+};
 use crate::throughput::{RateError, load_table};
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use std::cell::RefCell;
@@ -189,6 +192,11 @@ pub struct Simulator<'t> {
     shares: u64,
     resizes: u64,
     waste_gpu_milli_ms: f64,
+    /// The starvation bound applied to every decision (`policy::starvation`), and what it
+    /// refused of policies' decisions and started itself.
+    guard: StarvationGuard,
+    bound_vetoes: u64,
+    bound_starts: u64,
     /// A fork's end (`fork.rs`): nothing at a later time happens, and the time integrals run
     /// exactly to it.
     stop: Option<SimTime>,
@@ -329,6 +337,9 @@ impl<'t> Simulator<'t> {
             shares: 0,
             resizes: 0,
             waste_gpu_milli_ms: 0.0,
+            guard: StarvationGuard::new(cfg.starvation_bound),
+            bound_vetoes: 0,
+            bound_starts: 0,
             stop: None,
             stopped: false,
             ask_without_queue: false,
@@ -393,6 +404,10 @@ impl<'t> Simulator<'t> {
         )
         .with_recently_finished(&self.recently_finished)
         .with_throughputs(self.view.as_ref())
+        .with_restart_cost(RestartCost {
+            overhead: self.r.restart_overhead,
+            checkpoint: self.r.checkpoint,
+        })
     }
 
     /// Processes events until the policy should be asked (jobs pending after a batch, or jobs
@@ -424,31 +439,80 @@ impl<'t> Simulator<'t> {
 
     /// Applies a decision after checking every part of it: preemptions, resizes,
     /// placements, then shares. Invalid or infeasible parts are counted in
-    /// `rejected_decisions` and skipped.
+    /// `rejected_decisions` and skipped. The starvation bound (`SimConfig::starvation_bound`)
+    /// sits below every policy: parts that would preempt or resize a job it protects, or use
+    /// a node it holds for a job waiting past the bound, are refused (`bound_vetoes`), and it
+    /// starts such a job itself where it fits (`bound_starts`).
     pub fn apply(&mut self, decision: &Decision) {
         self.decisions += 1;
         self.recently_finished.clear();
+        // Once the bound refused a preemption or a resize, a later part that counted on the
+        // room it would have freed may not fit: such a failure is the bound's, not the
+        // policy's.
+        let mut refused = false;
         for id in &decision.preemptions {
-            if !self.preempt(*id) {
+            if self.guard.protects(*id) {
+                self.bound_vetoes += 1;
+                refused = true;
+            } else if !self.preempt(*id) {
                 self.rejected += 1;
             }
         }
+        let held = self.reservations();
         for p in &decision.resizes {
-            if !self.resize(p.job, p.tasks.clone()) {
+            if self.guard.protects(p.job) || !held.admits(p.job, &p.tasks) {
+                self.bound_vetoes += 1;
+                refused = true;
+            } else if !self.resize(p.job, p.tasks.clone()) {
                 self.rejected += 1;
             }
         }
-        for p in &decision.placements {
-            if !self.start(p.job, p.tasks.clone()) {
+        for (p, shared) in decision
+            .placements
+            .iter()
+            .map(|p| (p, false))
+            .chain(decision.shares.iter().map(|p| (p, true)))
+        {
+            if !held.admits(p.job, &p.tasks) {
+                self.bound_vetoes += 1;
+                continue;
+            }
+            let ok = if shared {
+                self.share(p.job, p.tasks.clone())
+            } else {
+                self.start(p.job, p.tasks.clone())
+            };
+            if !ok && refused {
+                self.bound_vetoes += 1;
+            } else if !ok {
                 self.rejected += 1;
+            } else if held.starving.contains(&p.job) {
+                self.guard.started(p.job);
             }
         }
-        for p in &decision.shares {
-            if !self.share(p.job, p.tasks.clone()) {
-                self.rejected += 1;
+        for (job, tasks) in held.starts {
+            if self.runtime[job.index()].state == JobState::Pending && self.start(job, tasks) {
+                self.guard.started(job);
+                self.bound_starts += 1;
             }
         }
         self.sample_timeline();
+    }
+
+    /// The starvation guard's reservations for the decision being applied (none while no
+    /// bound is in force).
+    fn reservations(&mut self) -> Reservations {
+        if self.guard.bound().is_none() || self.pending.is_empty() {
+            return Reservations::default();
+        }
+        let (now, jobs, runtime) = (self.now, self.trace.jobs(), &self.runtime);
+        let waiting = self.pending.iter().map(|id| {
+            let (job, rt) = (&jobs[id.index()], &runtime[id.index()]);
+            // Waiting since it was submitted, or since it was last preempted.
+            let since = rt.last_stop.unwrap_or(job.submit);
+            (job, now.saturating_sub(since))
+        });
+        self.guard.plan(self.cluster.get_mut(), waiting)
     }
 
     fn next_time(&mut self) -> Option<SimTime> {
@@ -560,6 +624,7 @@ impl<'t> Simulator<'t> {
         rt.attained_gpu_milli_ms += ran.ms() as u128 * self.hidden[id.index()].gpu_milli as u128;
         rt.run_start = None;
         rt.state = JobState::Finished;
+        self.guard.finished(id, rt.attained_ms);
         self.hidden[id.index()].finish = Some(self.now);
         self.recently_finished.push(id);
         self.running -= 1;
@@ -1015,6 +1080,8 @@ impl<'t> Simulator<'t> {
             p50_wait_s: stats.wait[1],
             p95_wait_s: stats.wait[2],
             p99_wait_s: stats.wait[3],
+            p999_wait_s: stats.wait_tail[0],
+            max_wait_s: stats.wait_tail[1],
             avg_bsld: stats.bsld[0],
             p95_bsld: stats.bsld[1],
             makespan_s: last_finish.saturating_sub(first).secs_f64(),
@@ -1035,6 +1102,8 @@ impl<'t> Simulator<'t> {
             decisions: self.decisions,
             rejected_decisions: self.rejected,
             policy_errors: self.policy_errors,
+            bound_vetoes: self.bound_vetoes,
+            bound_starts: self.bound_starts,
             events: self.events,
             wall_s,
             effective_throughput: hetero.map(|h| h.0),

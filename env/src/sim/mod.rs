@@ -45,4 +45,6 @@ mod rate_tests;
 #[cfg(test)]
 mod share_tests;
 #[cfg(test)]
+mod starvation_tests;
+#[cfg(test)]
 mod tests;

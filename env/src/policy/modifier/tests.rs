@@ -24,6 +24,8 @@ pub(super) struct World {
     pending: BTreeSet<JobId>,
     running: Vec<(JobId, TaskPlacement)>,
     pub now: SimTime,
+    /// What a preemption costs (the simulator's defaults unless a test sets it).
+    pub restart: crate::policy::RestartCost,
 }
 
 impl World {
@@ -35,6 +37,7 @@ impl World {
             pending: BTreeSet::new(),
             running: Vec::new(),
             now: SimTime::from_secs(now_s),
+            restart: crate::policy::RestartCost::default(),
         }
     }
 
@@ -102,7 +105,8 @@ impl World {
         }
         let cluster = RefCell::new(state);
         let ctx =
-            DecisionContext::new(self.now, &self.jobs, &self.runtime, &self.pending, &cluster);
+            DecisionContext::new(self.now, &self.jobs, &self.runtime, &self.pending, &cluster)
+                .with_restart_cost(self.restart);
         let mut planner = ctx.planner();
         let mut placer = StrategyPlacer::new("first-fit", FitStrategy::FirstFit);
         let mut d = Decision::default();

@@ -66,6 +66,16 @@ pub struct GittinsConfig {
     /// `1 + preempt_margin` times the running job's (hysteresis against thrashing, since every
     /// preemption costs a restart and the work since the last checkpoint).
     pub preempt_margin: f64,
+    /// Estimate the run-time distribution by Kaplan-Meier, counting the jobs that have run
+    /// and not finished (running, or preempted and waiting) as right-censored at the service
+    /// they have attained, so that early in a history the long jobs still running weigh in
+    /// (`false`: finished jobs only, as the environment's feature schema 7 was trained on).
+    pub censoring: bool,
+    /// `gittins-preempt`: preempt only where the expected gain in total completion time of
+    /// serving the waiting job first outweighs this many times what the preemption wastes
+    /// (the victim's restart overhead and its work since the last checkpoint); see
+    /// `modifier/gittins.rs`. 0 = no cost test (the index margin alone).
+    pub preempt_cost_factor: f64,
 }
 
 impl Default for GittinsConfig {
@@ -73,17 +83,36 @@ impl Default for GittinsConfig {
         GittinsConfig {
             min_class_samples: 16,
             preempt_margin: 0.5,
+            censoring: true,
+            preempt_cost_factor: 1.0,
         }
     }
 }
 
 impl GittinsConfig {
-    /// Checks the knobs: a margin finite and >= 0.
+    /// The estimator and preemption rule the environment's candidates and duration features
+    /// use under feature schema 7 (finished jobs only, no cost test): what `models/default`
+    /// was trained on, kept until a model is retrained on the censored estimate.
+    pub fn schema7() -> Self {
+        GittinsConfig {
+            censoring: false,
+            preempt_cost_factor: 0.0,
+            ..GittinsConfig::default()
+        }
+    }
+
+    /// Checks the knobs: a margin and a cost factor finite and >= 0.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.preempt_margin.is_finite() && self.preempt_margin >= 0.0) {
             return Err(format!(
                 "gittins preempt_margin must be >= 0, got {}",
                 self.preempt_margin
+            ));
+        }
+        if !(self.preempt_cost_factor.is_finite() && self.preempt_cost_factor >= 0.0) {
+            return Err(format!(
+                "gittins preempt_cost_factor must be >= 0, got {}",
+                self.preempt_cost_factor
             ));
         }
         Ok(())
@@ -140,6 +169,13 @@ impl Atoms {
     /// The Gittins index at attained service `attained_ms`, per hour of service; `None` when
     /// no atom lies above it (the distribution says the job should have finished).
     pub fn index(&self, attained_ms: f64) -> Option<f64> {
+        self.index_and_quantum(attained_ms).map(|(g, _)| g)
+    }
+
+    /// The Gittins index at `attained_ms` (per hour of service) with the expected service of
+    /// the quantum that attains it, ms: `E[min(D - a, Δ*) | D > a]` for the best `Δ*`.
+    /// `None` when no atom lies above `attained_ms`.
+    pub fn index_and_quantum(&self, attained_ms: f64) -> Option<(f64, f64)> {
         let a = attained_ms;
         let s = self.values.partition_point(|v| *v <= a);
         let n = self.values.len();
@@ -147,16 +183,17 @@ impl Atoms {
             return None;
         }
         let total = self.total_weight() - self.cum_w[s];
-        let mut best = 0.0f64;
+        let (mut best, mut quantum) = (0.0f64, 0.0f64);
         for k in s..n {
             let mass = self.cum_w[k + 1] - self.cum_w[s];
             let delta = self.values[k] - a;
             let served = (self.cum_wv[k + 1] - self.cum_wv[s]) - a * mass + (total - mass) * delta;
-            if served > 0.0 {
-                best = best.max(mass / served);
+            if served > 0.0 && mass / served > best {
+                best = mass / served;
+                quantum = served / total;
             }
         }
-        Some(best * HOUR_MS)
+        Some((best * HOUR_MS, quantum))
     }
 
     /// The chance a job that has run `attained_ms` finishes within `within_ms` more:
@@ -199,38 +236,106 @@ impl Atoms {
     }
 }
 
-/// Observed run times, bucketed logarithmically; `atoms` is kept in step with the buckets.
+/// Observed run times, bucketed logarithmically, and the right-censored observations (jobs
+/// that have run and not finished, by the bucket of their attained service); `atoms` is kept
+/// in step with both.
 #[derive(Debug, Clone, Default)]
 struct Histogram {
     /// Bucket -> (count, sum of run times ms).
     buckets: BTreeMap<u32, (u64, f64)>,
     count: u64,
+    /// Bucket -> censored observations in it.
+    censored: BTreeMap<u32, u64>,
     atoms: Atoms,
     stale: bool,
+}
+
+/// The bucket of a run time or an attained service, ms.
+fn bucket_of(ms: u64) -> u32 {
+    (BUCKETS_PER_OCTAVE * (ms.max(1) as f64).log2()).floor() as u32
+}
+
+/// The upper edge of bucket `b`, ms.
+fn bucket_top(b: u32) -> f64 {
+    ((b + 1) as f64 / BUCKETS_PER_OCTAVE).exp2()
 }
 
 impl Histogram {
     fn add(&mut self, run_ms: u64) {
         let ms = run_ms.max(1) as f64;
-        let bucket = (BUCKETS_PER_OCTAVE * ms.log2()).floor() as u32;
-        let b = self.buckets.entry(bucket).or_insert((0, 0.0));
+        let b = self.buckets.entry(bucket_of(run_ms)).or_insert((0, 0.0));
         b.0 += 1;
         b.1 += ms;
         self.count += 1;
         self.stale = true;
     }
 
+    /// Replaces the censored observations (bucket -> count), marking the atoms stale only if
+    /// they changed.
+    fn set_censored(&mut self, censored: BTreeMap<u32, u64>) {
+        if censored != self.censored {
+            self.censored = censored;
+            self.stale = true;
+        }
+    }
+
     fn refresh(&mut self) {
-        if self.stale {
+        if !self.stale {
+            return;
+        }
+        self.stale = false;
+        if self.count == 0 {
+            // Nothing finished: no distribution (every index 0), censored or not.
+            self.atoms = Atoms::default();
+            return;
+        }
+        if self.censored.is_empty() {
             self.atoms = Atoms::new(
                 self.buckets
                     .values()
                     .map(|(n, sum)| (sum / *n as f64, *n as f64))
                     .collect(),
             );
-            self.stale = false;
+            return;
         }
+        self.atoms = Atoms::new(kaplan_meier(&self.buckets, &self.censored));
     }
+}
+
+/// The Kaplan-Meier estimate of the run-time distribution as atoms `(value ms, probability)`:
+/// at each bucket of finished jobs (value: their mean run time), in increasing order, the
+/// hazard is the bucket's finished count over the observations still at risk (finished in it
+/// or later, or censored in it or later: a censored observation counts as at risk in its own
+/// bucket, ties going to the events); the atom's probability is the survival before it times
+/// the hazard. What survives past the last finished bucket (mass only censored observations
+/// reach) is put on one atom at twice the upper edge of the highest censored bucket: the run
+/// time as long again as the longest service seen, the hazard `1 / a` the index assumes past
+/// every observation.
+fn kaplan_meier(
+    events: &BTreeMap<u32, (u64, f64)>,
+    censored: &BTreeMap<u32, u64>,
+) -> Vec<(f64, f64)> {
+    let mut at_risk: u64 =
+        events.values().map(|(n, _)| n).sum::<u64>() + censored.values().sum::<u64>();
+    let mut survival = 1.0f64;
+    let mut atoms = Vec::with_capacity(events.len() + 1);
+    let mut cens = censored.iter().peekable();
+    for (&b, &(d, sum)) in events {
+        // Censored below this bucket have left the risk set.
+        while let Some((_, &c)) = cens.next_if(|(cb, _)| **cb < b) {
+            at_risk -= c;
+        }
+        let hazard = d as f64 / at_risk as f64;
+        atoms.push((sum / d as f64, survival * hazard));
+        survival *= 1.0 - hazard;
+        at_risk -= d;
+    }
+    if survival > 1e-12
+        && let Some((&top, _)) = censored.last_key_value()
+    {
+        atoms.push((2.0 * bucket_top(top), survival));
+    }
+    atoms
 }
 
 /// A job's GPU-count class: 1 (or a fraction, or none), 2, 3-4, 5-8, 9-16, 17+ GPUs.
@@ -246,13 +351,17 @@ pub fn gpu_class(job: &JobSpec) -> usize {
 }
 
 /// The run-time distributions of finished jobs, per GPU-count class and overall, learned from
-/// what a scheduler sees (`recently_finished` and their `attained_ms`), never true durations.
+/// what a scheduler sees (`recently_finished` and their `attained_ms`, and with `censoring` the
+/// service attained so far by the jobs that have run and not finished), never true durations.
 #[derive(Debug, Clone)]
 pub struct GittinsEstimator {
     classes: [Histogram; GPU_CLASSES],
     all: Histogram,
     min_class_samples: u64,
     learned: HashSet<JobId, foldhash::fast::FixedState>,
+    /// With censoring: jobs seen running and not yet learned as finished.
+    censoring: bool,
+    started: HashSet<JobId, foldhash::fast::FixedState>,
 }
 
 impl GittinsEstimator {
@@ -262,15 +371,41 @@ impl GittinsEstimator {
             all: Histogram::default(),
             min_class_samples: config.min_class_samples,
             learned: HashSet::default(),
+            censoring: config.censoring,
+            started: HashSet::default(),
         }
     }
 
-    /// Learns from the jobs that finished since the previous decision (each job once).
-    pub fn observe(&mut self, ctx: &DecisionContext<'_>) {
+    /// Learns from the jobs that finished since the previous decision (each job once) and,
+    /// with censoring, from the service attained by `running` (the jobs running now) and the
+    /// jobs seen running before that have not finished.
+    pub fn observe(&mut self, ctx: &DecisionContext<'_>, running: impl Iterator<Item = JobId>) {
         for &id in ctx.recently_finished() {
             if self.learned.insert(id) {
                 self.add(ctx.job(id), ctx.runtime(id).attained_ms);
             }
+        }
+        if self.censoring {
+            self.started.extend(running);
+            let learned = &self.learned;
+            self.started.retain(|id| {
+                !learned.contains(id) && ctx.runtime(*id).state != super::super::JobState::Finished
+            });
+            let mut classes: [BTreeMap<u32, u64>; GPU_CLASSES] = Default::default();
+            let mut all = BTreeMap::new();
+            for &id in &self.started {
+                let attained = ctx.attained_ms(id);
+                if attained == 0 {
+                    continue;
+                }
+                let b = bucket_of(attained);
+                *classes[gpu_class(ctx.job(id))].entry(b).or_insert(0) += 1;
+                *all.entry(b).or_insert(0) += 1;
+            }
+            for (h, c) in self.classes.iter_mut().zip(classes) {
+                h.set_censored(c);
+            }
+            self.all.set_censored(all);
         }
         self.refresh();
     }
@@ -329,6 +464,20 @@ impl GittinsEstimator {
     pub fn priority(&self, job: &JobSpec, attained_ms: u64) -> f64 {
         self.index(job, attained_ms) / processors(job) as f64
     }
+
+    /// `job`'s index per hour at `attained_ms` and the expected service of the quantum that
+    /// attains it, ms ([`Atoms::index_and_quantum`]); past every atom `1 / a` with a quantum
+    /// of `a` (a run as long again); `(0, 0)` before any job has finished.
+    pub fn index_and_quantum(&self, job: &JobSpec, attained_ms: u64) -> (f64, f64) {
+        let atoms = self.distribution(job);
+        if atoms.is_empty() {
+            return (0.0, 0.0);
+        }
+        let a = attained_ms.max(1) as f64;
+        atoms
+            .index_and_quantum(attained_ms as f64)
+            .unwrap_or((HOUR_MS / a, a))
+    }
 }
 
 /// The Gittins-index ordering: highest `GittinsEstimator::priority` first, ties by submit.
@@ -355,7 +504,8 @@ impl Ordering for Gittins {
         &'c mut self,
         ctx: &'c DecisionContext<'_>,
     ) -> Box<dyn Iterator<Item = JobId> + 'c> {
-        self.estimator.observe(ctx);
+        self.estimator
+            .observe(ctx, ctx.cluster().running().map(|a| a.job));
         let estimator = &self.estimator;
         // A fresh job's index depends only on its class and size: computed once per decision.
         let mut fresh: std::collections::HashMap<(usize, u64), f64> = Default::default();
@@ -525,6 +675,87 @@ mod tests {
                 None => proptest::prop_assert!(values.iter().all(|v| *v <= attained)),
             }
         }
+    }
+
+    #[test]
+    fn kaplan_meier_matches_a_hand_computation_with_censoring() {
+        // Finished: 1 h, 1 h, 3 h. Censored (ran, not finished): 2 h and 5 h. Five at risk.
+        // At 1 h: hazard 2/5, atom 0.4, survival 0.6; three left, the 2 h one leaves: two.
+        // At 3 h: hazard 1/2, atom 0.6 x 1/2 = 0.3, survival 0.3; the 5 h one is left: its
+        // 0.3 goes on one atom at twice the upper edge of 5 h's bucket (10 h and < 4.4%).
+        let mut h = Histogram::default();
+        for run_h in [1.0, 1.0, 3.0] {
+            h.add((run_h * HOUR_MS) as u64);
+        }
+        let mut censored = BTreeMap::new();
+        for run_h in [2.0, 5.0] {
+            *censored
+                .entry(bucket_of((run_h * HOUR_MS) as u64))
+                .or_insert(0) += 1;
+        }
+        let km = kaplan_meier(&h.buckets, &censored);
+        assert_eq!(km.len(), 3, "{km:?}");
+        let want = [(HOUR_MS, 0.4), (3.0 * HOUR_MS, 0.3)];
+        for ((v, w), (wv, ww)) in km.iter().zip(want) {
+            assert!(close(*v, wv, 1e-12) && close(*w, ww, 1e-12), "{km:?}");
+        }
+        let (tail_v, tail_w) = km[2];
+        assert!(close(tail_w, 0.3, 1e-12));
+        assert!(
+            tail_v > 10.0 * HOUR_MS && tail_v < 10.0 * HOUR_MS * 1.045,
+            "{tail_v}"
+        );
+        // Without the censored jobs: the empirical distribution, 2/3 at 1 h, 1/3 at 3 h.
+        let plain = kaplan_meier(&h.buckets, &BTreeMap::new());
+        assert_eq!(plain.len(), 2);
+        assert!(close(plain[0].1, 2.0 / 3.0, 1e-12) && close(plain[1].1, 1.0 / 3.0, 1e-12));
+        // A censored observation in the bucket of an event is at risk at it (ties go to the
+        // event): finished 1 h, censored 1 h: hazard 1/2 there, 1/2 left for the tail.
+        let mut one = Histogram::default();
+        one.add(HOUR_MS as u64);
+        let tie = BTreeMap::from([(bucket_of(HOUR_MS as u64), 1)]);
+        let km = kaplan_meier(&one.buckets, &tie);
+        assert!(
+            close(km[0].1, 0.5, 1e-12) && close(km[1].1, 0.5, 1e-12),
+            "{km:?}"
+        );
+    }
+
+    #[test]
+    fn censoring_counts_the_jobs_still_running() {
+        // Three 1-GPU jobs finished after 1 h; ten 1-GPU jobs have run 5 h and still run.
+        // Finished jobs alone say every run takes 1 h: the running ones are past every
+        // observation (index 1 / 5 h = 0.2 per hour) and a fresh job's index is 1 per hour,
+        // 5x theirs. Counted as censored, 10/13 of the mass lies past 5 h: a fresh job's
+        // index falls to (3/13) / (1 h) = 0.23 per hour, close to the running ones'.
+        let jobs: Vec<JobSpec> = (0..14).map(|_| gpu_job(0, 1)).collect();
+        let mut w = World::new(jobs, uniform(2, 8, "V100", 64_000, 1 << 20));
+        for i in 0..3 {
+            w.finish(i, 3600);
+        }
+        for i in 3..13 {
+            w.start(i, 3600);
+        }
+        let ctx = w.ctx(6 * 3600);
+        let running = || ctx.cluster().running().map(|a| a.job).collect::<Vec<_>>();
+        let fresh = &w.jobs[13];
+        let five_h = 5 * 3_600_000;
+        let mut plain = GittinsEstimator::new(&GittinsConfig::schema7());
+        plain.observe(&ctx, running().into_iter());
+        assert!(close(plain.index(fresh, 0), 1.0, 1e-9));
+        assert!(close(plain.index(fresh, five_h), 0.2, 1e-9));
+        let mut km = GittinsEstimator::new(&GittinsConfig::default());
+        km.observe(&ctx, running().into_iter());
+        let fresh_index = km.index(fresh, 0);
+        assert!(close(fresh_index, 3.0 / 13.0, 1e-9), "{fresh_index}");
+        let running_index = km.index(fresh, five_h);
+        assert!(
+            running_index > 0.19 && running_index < 0.2,
+            "{running_index}"
+        );
+        // Below gittins-preempt's default margin (1.5x): nobody would be preempted.
+        assert!(fresh_index < 1.5 * running_index);
+        assert_eq!(km.samples(), 3);
     }
 
     #[test]
