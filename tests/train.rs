@@ -408,3 +408,83 @@ fn improvement_rounds_label_by_lookahead_and_are_recorded() {
         assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
     }
 }
+
+/// The documented fine-tune (`train --from models/default --trace X --cluster auto`) on an
+/// untyped trace: the shipped model's recipe lists teacher candidates that read a throughput
+/// table (`fifo/fastest/colocate`, the elastic ones), which cannot run there. They are left
+/// out with a note, the rest compete, and the run writes its model and card. Small settings
+/// (`--set`) keep it to seconds; the recipe is the documented one otherwise.
+#[test]
+fn fine_tuning_the_shipped_model_on_an_untyped_trace_leaves_out_table_readers() {
+    let dir = scratch("untyped-fine-tune");
+    let out = dir.join("mine");
+    let mut args = vec![
+        "train",
+        "--from",
+        "models/default",
+        "--trace",
+        "traces/itp/cluster10.csv",
+        "--cluster",
+        "auto",
+        "--out",
+        out.to_str().expect("UTF-8"),
+        "--card-windows",
+        "1",
+        "--card-loads",
+        "1.0",
+    ];
+    for set in [
+        "bc.samples=200",
+        "bc.epochs=1",
+        "bc.dagger_rounds=0",
+        "bc.replay_windows=1",
+        "ppo.total_steps=0",
+        "improve.rounds=0",
+        "windows.jobs=40",
+        "windows.pool=2",
+        "windows.loads=[1.0]",
+        "eval.windows=1",
+        "eval.window_jobs=40",
+        "eval.loads=[1.0]",
+    ] {
+        args.extend(["--set", set]);
+    }
+    let run = lachesis(&args);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("note: left out of bc.candidates")
+            && stderr.contains("fifo/fastest/colocate")
+            && stderr.contains("traces/itp/cluster10.csv has none"),
+        "{stderr}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("manifest.json")).expect("readable"))
+            .expect("JSON");
+    let data = &manifest["training"]["data"][0];
+    let scores = data["teacher_scores"].as_array().expect("replayed");
+    let names: Vec<&str> = scores.iter().filter_map(|s| s[0].as_str()).collect();
+    assert!(
+        names.contains(&"gittins/best-fit/gittins-preempt"),
+        "{names:?}"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with("/colocate") || n.ends_with("/elastic")),
+        "{names:?}"
+    );
+    let teacher = data["teacher"].as_str().expect("chosen");
+    assert!(names.contains(&teacher), "{teacher} not among {names:?}");
+    let config = manifest["training"]["config"].as_str().expect("recorded");
+    assert!(!config.contains("colocate"), "{config}");
+    assert!(out.join("model.bpk").is_file());
+    assert!(out.join("compare/cluster10/report.md").is_file());
+    let card = fs::read_to_string(out.join("MODEL_CARD.md")).expect("readable");
+    assert!(
+        card.contains("- fine-tuned from: `models/default`"),
+        "{card}"
+    );
+    // Only the fine-tuning trace: none of the base's held-out scenarios.
+    assert!(!card.contains("held out"), "{card}");
+}
