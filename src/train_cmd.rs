@@ -61,7 +61,8 @@ pub struct Args {
     /// narrow the intervals falsely: windows and loads are the independent samples.
     #[arg(long, default_value_t = 1)]
     pub card_seeds: u64,
-    /// No progress bar.
+    /// No progress bar, and the model card's comparisons without their tables (the card
+    /// and its reports hold them).
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
@@ -224,6 +225,7 @@ pub fn run(args: &Args) -> Result<()> {
             threads: None,
             resamples: 2000,
             hetero,
+            quiet: args.quiet,
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;
