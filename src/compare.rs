@@ -80,10 +80,14 @@ pub struct Args {
     pub resamples: usize,
     #[command(flatten)]
     pub hetero: crate::simulate::HeteroArgs,
+    /// Print only the verdict and where the report is (the tables are in the report).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 pub fn run(args: &Args) -> Result<()> {
     let started = Instant::now();
+    check_policy_names("--policies", &args.policies)?;
     let mut trace = load_trace(&args.trace, args.format.as_deref())?;
     if let Some(spread) = args.duration_spread {
         trace = lachesis_env::sim::respread_durations(&trace, spread)
@@ -155,7 +159,9 @@ pub fn run(args: &Args) -> Result<()> {
     // The wall time covers reading the inputs too, as it always has.
     comparison.setup.wall_s = started.elapsed().as_secs_f64();
     harness::report::write(&args.out, &comparison, lachesis_serve::ui::STYLE_CSS)?;
-    out!("{}", comparison.terminal_table());
+    if !args.quiet {
+        out!("{}", comparison.terminal_table());
+    }
     if let Some(v) = &comparison.setup.verdict {
         outln!("\n{v}");
     }
@@ -163,6 +169,20 @@ pub fn run(args: &Args) -> Result<()> {
         outln!("{line}");
     }
     outln!("report: {}", args.out.join("report.md").display());
+    Ok(())
+}
+
+/// Refuses, before any work, a heuristic name in `policies` that names no registered parts:
+/// the error lists the parts it could name and points to `lachesis policies`. Learned
+/// policies (`rl:PATH`) are checked when their model is loaded.
+pub fn check_policy_names(flag: &str, policies: &[String]) -> Result<()> {
+    for p in policies {
+        if lachesis_agent::Deciding::parse(p).is_none() {
+            lachesis_env::policy::reads_throughputs(p).map_err(|e| {
+                anyhow::anyhow!("{flag}: {e}; `lachesis policies` describes every part")
+            })?;
+        }
+    }
     Ok(())
 }
 

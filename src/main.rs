@@ -176,11 +176,14 @@ mod tests {
         }
         let mut seen = Vec::new();
         walk(&Cli::command(), "lachesis", &mut seen);
-        assert!(
-            seen.contains(&"lachesis simulate -o".to_string()),
-            "{seen:?}"
-        );
-        assert!(seen.contains(&"lachesis train -q".to_string()), "{seen:?}");
+        // The commands that run simulations and print tables take both: `-o` for where the
+        // files go, `-q` to keep the terminal to the essentials.
+        for command in ["simulate", "compare", "train", "replay"] {
+            for flag in ["-o", "-q"] {
+                let want = format!("lachesis {command} {flag}");
+                assert!(seen.contains(&want), "no {want}: {seen:?}");
+            }
+        }
         assert!(seen.len() >= 10, "{seen:?}");
         Cli::command().debug_assert();
         let cli = Cli::try_parse_from([
@@ -194,6 +197,8 @@ mod tests {
             "x",
             "-q",
         ]);
+        assert!(cli.is_ok(), "{cli:?}");
+        let cli = Cli::try_parse_from(["lachesis", "compare", "-q", "-o", "x"]);
         assert!(cli.is_ok(), "{cli:?}");
     }
 }

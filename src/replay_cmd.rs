@@ -57,6 +57,9 @@ pub struct Args {
     /// Verdict: fewer recent finished jobs than this is too little traffic to judge.
     #[arg(long, default_value_t = VerdictSpec::default().min_jobs)]
     min_jobs: usize,
+    /// Leave the comparison's tables out (they are in OUT/compare/report.md).
+    #[arg(short = 'q', long)]
+    quiet: bool,
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -162,6 +165,7 @@ fn run_compare(
         threads: None,
         resamples: 2000,
         hetero: Default::default(),
+        quiet: args.quiet,
     })
 }
 

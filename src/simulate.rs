@@ -220,6 +220,7 @@ pub fn parse_bound(text: &str) -> Result<StarvationBound> {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    crate::compare::check_policy_names("--policy", std::slice::from_ref(&args.policy))?;
     let cfg = sim_config(args)?;
     let mut trace = load_trace(&args.trace, args.format.as_deref())?;
     trace.name = args.trace.display().to_string();

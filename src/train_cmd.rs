@@ -61,7 +61,8 @@ pub struct Args {
     /// narrow the intervals falsely: windows and loads are the independent samples.
     #[arg(long, default_value_t = 1)]
     pub card_seeds: u64,
-    /// No progress bar.
+    /// No progress bar, and the model card's comparisons without their tables (the card
+    /// and its reports hold them).
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
@@ -224,6 +225,7 @@ pub fn run(args: &Args) -> Result<()> {
             threads: None,
             resamples: 2000,
             hetero,
+            quiet: args.quiet,
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;
@@ -309,7 +311,15 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
             assign_workloads: args.hetero.assign_workloads.clone(),
             assign_elastic: args.hetero.assign_elastic.clone(),
         };
-        let quick = quick_recipe(base, data, jobs);
+        let (quick, dropped) = quick_recipe(base, data, jobs)?;
+        if !dropped.is_empty() {
+            eprintln!(
+                "note: left out of bc.candidates and eval.baselines, as they read a throughput \
+                 table and {} has none (--throughputs gives it one): {}",
+                trace.display(),
+                dropped.join(", ")
+            );
+        }
         TrainConfig::parse(&quick.to_toml(), &args.set)
             .map_err(anyhow::Error::msg)
             .context("the quick recipe with --set")?
@@ -323,10 +333,37 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
 /// Fine-tuning on one operator's history, in minutes: the base model's own environment,
 /// model and reward (so its weights read the same features), the teacher chosen by replay
 /// on the trace's training part, a full cloning pass and a short PPO run, validation on
-/// windows as long as the validation part allows (at most the base's).
-fn quick_recipe(mut cfg: TrainConfig, data: DataConfig, trace_jobs: usize) -> TrainConfig {
+/// windows as long as the validation part allows (at most the base's). The card compares on
+/// that trace only: the base's held-out scenarios (`[[card]]`) are its own recipe's, on data
+/// that need not be here. On a trace without a throughput table, the base's teacher
+/// candidates and baselines that read one cannot run: they are left out, and returned.
+fn quick_recipe(
+    mut cfg: TrainConfig,
+    data: DataConfig,
+    trace_jobs: usize,
+) -> Result<(TrainConfig, Vec<String>)> {
     let part = |f: f64| (trace_jobs as f64 * f) as usize;
+    let mut dropped = Vec::new();
+    if data.throughputs.is_none() {
+        let mut runnable = |names: &mut Vec<String>, field: &str| -> Result<()> {
+            let mut kept = Vec::with_capacity(names.len());
+            for n in names.drain(..) {
+                let reads = lachesis_env::policy::reads_throughputs(&n)
+                    .with_context(|| format!("the model's recorded training config: {field}"))?;
+                if !reads {
+                    kept.push(n);
+                } else if !dropped.contains(&n) {
+                    dropped.push(n);
+                }
+            }
+            *names = kept;
+            Ok(())
+        };
+        runnable(&mut cfg.bc.candidates, "bc.candidates")?;
+        runnable(&mut cfg.eval.baselines, "eval.baselines")?;
+    }
     cfg.data = vec![data];
+    cfg.card = Vec::new();
     cfg.bc.teacher = REPLAY_TEACHER.into();
     cfg.bc.samples = 16_000;
     cfg.bc.epochs = 12;
@@ -339,7 +376,7 @@ fn quick_recipe(mut cfg: TrainConfig, data: DataConfig, trace_jobs: usize) -> Tr
     cfg.eval.window_jobs = cfg
         .validation_window_jobs()
         .min(part(cfg.split.validation).max(1));
-    cfg
+    Ok((cfg, dropped))
 }
 
 /// The command that reproduces this run, as the card quotes it.
@@ -801,6 +838,62 @@ impl Bar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shipped model's recipe on an untyped trace: the candidates and baselines that read
+    /// a table are left out (and named), the base's held-out scenarios are not inherited; on a
+    /// typed trace every candidate stays.
+    #[test]
+    fn the_quick_recipe_keeps_what_runs_on_the_trace() {
+        let manifest = Manifest::read(Path::new("models/default")).unwrap();
+        let base = TrainConfig::parse(&manifest.training.config, &[]).unwrap();
+        assert!(!base.card.is_empty());
+        let reads = |n: &String| lachesis_env::policy::reads_throughputs(n).unwrap();
+        assert!(
+            base.bc.candidates.iter().any(reads),
+            "{:?}",
+            base.bc.candidates
+        );
+        let data = |throughputs: Option<&str>| DataConfig {
+            trace: "traces/itp/cluster10.csv".into(),
+            format: None,
+            cluster: "auto".into(),
+            spread: 1.0,
+            throughputs: throughputs.map(str::to_string),
+            assign_workloads: throughputs.map(|t| format!("{t}:1")),
+            assign_elastic: None,
+        };
+        let (cfg, dropped) = quick_recipe(base.clone(), data(None), 260).unwrap();
+        assert!(cfg.card.is_empty());
+        assert!(
+            !cfg.bc.candidates.iter().any(reads),
+            "{:?}",
+            cfg.bc.candidates
+        );
+        assert!(
+            !cfg.eval.baselines.iter().any(reads),
+            "{:?}",
+            cfg.eval.baselines
+        );
+        let expected: Vec<String> = base
+            .bc
+            .candidates
+            .iter()
+            .filter(|n| reads(n))
+            .cloned()
+            .collect();
+        assert_eq!(dropped, expected);
+        assert!(dropped.contains(&"fifo/fastest/colocate".to_string()));
+        // Only those: the rest of the base's list, in its order.
+        assert_eq!(
+            cfg.bc.candidates.len() + dropped.len(),
+            base.bc.candidates.len()
+        );
+        cfg.validate().unwrap();
+
+        let (cfg, dropped) = quick_recipe(base.clone(), data(Some("gavel")), 260).unwrap();
+        assert!(dropped.is_empty());
+        assert_eq!(cfg.bc.candidates, base.bc.candidates);
+    }
 
     #[test]
     fn the_summary_takes_the_best_heuristic_and_its_reducible_share() {

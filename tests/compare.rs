@@ -402,9 +402,15 @@ fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
     );
     assert!((0.0..=1.0).contains(&mean(2)));
     // The counts of GPU shares and resizes are reported, neither better nor worse: no wins or
-    // losses.
-    for row in ["GPU shares started (a count)", "elastic resizes (a count)"] {
-        assert!(stdout.contains(row), "no {row} row in:\n{stdout}");
+    // losses. None of these policies shares or resizes, so the terminal leaves the two rows
+    // out (the same for every policy on every unit) and says so; the report keeps them.
+    let left_out = stdout
+        .lines()
+        .find(|l| l.starts_with("left out, the same for every policy on every unit: "))
+        .unwrap_or_else(|| panic!("no left-out line in:\n{stdout}"));
+    for row in ["GPU shares started", "elastic resizes"] {
+        assert!(left_out.contains(row), "{row} not in {left_out}");
+        assert!(!stdout.contains(&format!("{row} (a count)")), "{stdout}");
     }
     assert!(md.contains("| elastic resizes (count) |"), "{md}");
     for key in ["shares", "resizes"] {
@@ -420,4 +426,98 @@ fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
             assert_eq!(p["vs_baseline"]["losses"], 0, "{m:#}");
         }
     }
+}
+
+/// The terminal table leaves out metrics no policy differs on (the lower bound, which the jobs
+/// fix, on every unit) and says so in one line; the report keeps them. `-q` prints only the
+/// verdict lines and where the report is. An unknown name in `--policies` is refused before
+/// any work, listing the parts a name could have and pointing to `lachesis policies`.
+#[test]
+fn constant_rows_are_left_out_quiet_keeps_the_verdict_and_unknown_names_are_listed() {
+    let run = |out: &Path, extra: &[&str]| -> String {
+        let mut args = vec![
+            "compare",
+            "--trace",
+            "traces/itp/cluster10.csv",
+            "--cluster",
+            "2x8:V100",
+            "--policies",
+            "fifo/best-fit,sjf/best-fit,fifo/best-fit/easy",
+            "--windows",
+            "2",
+            "--window-jobs",
+            "100",
+            "--load",
+            "1.0",
+            "--resamples",
+            "200",
+            "--out",
+            out.to_str().expect("a UTF-8 temp path"),
+        ];
+        args.extend_from_slice(extra);
+        let run = lachesis(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        String::from_utf8_lossy(&run.stdout).into_owned()
+    };
+    let out = out_dir("compare_left_out");
+    let stdout = run(&out, &[]);
+    let left_out = stdout
+        .lines()
+        .find(|l| l.starts_with("left out, the same for every policy on every unit: "))
+        .unwrap_or_else(|| panic!("no left-out line in:\n{stdout}"));
+    assert!(left_out.contains("avg JCT lower bound (s)"), "{left_out}");
+    assert!(!stdout.contains("avg JCT lower bound (s) ("), "{stdout}");
+    // Rows that differ stay, and nothing left out is one of them.
+    assert!(stdout.contains("avg JCT (s) (lower is better)"), "{stdout}");
+    assert!(!left_out.contains("avg JCT (s),"), "{left_out}");
+    let json: Value = serde_json::from_str(
+        &fs::read_to_string(out.join("comparison.json")).expect("comparison.json"),
+    )
+    .expect("JSON");
+    for m in json["metrics"].as_array().expect("metrics") {
+        let label = m["label"].as_str().expect("a label");
+        let means: Vec<f64> = (m["policies"].as_array().expect("policies"))
+            .iter()
+            .map(|p| p["mean"].as_f64().expect("a mean"))
+            .collect();
+        let shown = stdout.contains(&format!("\n{label} ("));
+        // A shown row differs somewhere; a row left out has one mean for every policy.
+        if !shown {
+            assert!(left_out.contains(label), "{label} neither shown nor named");
+            assert!(means.iter().all(|x| *x == means[0]), "{label}: {means:?}");
+        }
+    }
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(md.contains("| avg JCT lower bound (s) ↓ |"), "{md}");
+
+    let quiet = run(&out_dir("compare_quiet"), &["-q"]);
+    assert!(!quiet.contains("(lower is better)"), "{quiet}");
+    let lines: Vec<&str> = quiet.lines().filter(|l| !l.is_empty()).collect();
+    assert!(lines.iter().any(|l| l.starts_with("verdict: ")), "{quiet}");
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with("report: ")),
+        "{quiet}"
+    );
+
+    let run = lachesis(&["compare", "--policies", "fifo/best-fit,srpt"]);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("--policies: unknown policy `srpt`")
+            && stderr.contains("orderings: fifo, priority, sjf, srtf")
+            && stderr.contains("placements: first-fit, best-fit")
+            && stderr.contains("`lachesis policies`"),
+        "{stderr}"
+    );
+    let run = lachesis(&["compare", "--policies", "srpt/best-fit"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("no ordering `srpt` (known: fifo,")
+            && stderr.contains("`lachesis policies`"),
+        "{stderr}"
+    );
 }

@@ -110,6 +110,23 @@ impl GpuModel {
         CATALOG.iter().flat_map(|(names, ..)| names.iter().copied())
     }
 
+    /// The catalog's names nearest to `name` (case-insensitive edit distance), for "did you
+    /// mean" messages: at most `at_most`, nearest first (ties in catalog order), none further
+    /// than a third of the longer name (at least 2 edits) away.
+    pub fn closest_catalog_names(name: &str, at_most: usize) -> Vec<&'static str> {
+        let want = name.trim().to_ascii_lowercase();
+        let mut near: Vec<(usize, usize, &'static str)> = Self::catalog_names()
+            .enumerate()
+            .filter_map(|(i, known)| {
+                let d = edit_distance(&want, &known.to_ascii_lowercase());
+                let limit = (want.len().max(known.len()) / 3).max(2);
+                (d <= limit).then_some((d, i, known))
+            })
+            .collect();
+        near.sort_unstable();
+        near.into_iter().take(at_most).map(|(_, _, n)| n).collect()
+    }
+
     /// Checks the fields are usable: positive finite speed, non-negative power, idle <= busy.
     pub fn validate(&self) -> Result<(), String> {
         if self.name.trim().is_empty() {
@@ -135,9 +152,41 @@ impl GpuModel {
     }
 }
 
+/// Levenshtein distance over bytes (catalog names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn closest_names_are_near_misses() {
+        // "V100x" is one edit from V100, nearer than anything else.
+        assert_eq!(GpuModel::closest_catalog_names("V100x", 3)[0], "V100");
+        assert_eq!(GpuModel::closest_catalog_names("v10", 1), vec!["V100"]);
+        // Two edits from both A10 and A100: both, in catalog order.
+        assert_eq!(
+            GpuModel::closest_catalog_names("A1OO", 2),
+            vec!["A10", "A100"]
+        );
+        assert!(GpuModel::closest_catalog_names("TPUv4-pod", 3).is_empty());
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("h100", "h100"), 0);
+    }
 
     #[test]
     fn catalog_lookup_is_case_insensitive_and_keeps_spelling() {

@@ -57,6 +57,12 @@ pub struct ServeConfig {
     /// A session unused this long, seconds, is dropped (its caller then gets
     /// `FAILED_PRECONDITION` and sends a full snapshot).
     pub session_ttl_s: u64,
+    /// Accept GPU model names the catalog does not know (a node's `gpu_model`, a job's
+    /// `gpu_types`) in `Decide`, `Score` and `Explain` requests, as V100-class models (speed
+    /// 1.0). Default `false`: such a name is refused (`INVALID_ARGUMENT`, naming the field and
+    /// the nearest catalog names), since a misspelt model would silently be a model of its
+    /// own. The Kubernetes extender and `ReportNodes` take them either way.
+    pub allow_unknown_gpu_models: bool,
     pub routing: RoutingConfig,
     pub grpc: GrpcConfig,
     pub http: HttpConfig,
@@ -81,6 +87,7 @@ impl Default for ServeConfig {
             inventory_ttl_ms: 60_000,
             max_sessions: 64,
             session_ttl_s: 600,
+            allow_unknown_gpu_models: false,
             routing: RoutingConfig::default(),
             grpc: GrpcConfig::default(),
             http: HttpConfig::default(),

@@ -138,6 +138,22 @@ impl SchedulerService {
     }
 }
 
+impl SchedulerService {
+    /// Refuses GPU model names outside the catalog in what a client composed, unless
+    /// `allow_unknown_gpu_models` (see `world::check_gpu_model_names`).
+    fn check_gpu_models(
+        &self,
+        snapshot: Option<&proto::Snapshot>,
+        delta: Option<&proto::SnapshotDelta>,
+    ) -> Result<(), Status> {
+        if self.engine.config().allow_unknown_gpu_models {
+            return Ok(());
+        }
+        crate::world::check_gpu_model_names(snapshot, delta)
+            .map_err(|e| Status::invalid_argument(e.to_string()))
+    }
+}
+
 #[tonic::async_trait]
 impl Scheduler for SchedulerService {
     async fn decide(
@@ -145,8 +161,11 @@ impl Scheduler for SchedulerService {
         request: Request<proto::DecideRequest>,
     ) -> Result<Response<proto::DecideResponse>, Status> {
         let (meta, _, body) = request.into_parts();
-        self.guarded("Decide", &meta, false, self.engine.decide(body))
-            .await
+        self.guarded("Decide", &meta, false, async {
+            self.check_gpu_models(body.snapshot.as_ref(), body.delta.as_ref())?;
+            self.engine.decide(body).await
+        })
+        .await
     }
 
     async fn score(
@@ -154,8 +173,11 @@ impl Scheduler for SchedulerService {
         request: Request<proto::ScoreRequest>,
     ) -> Result<Response<proto::ScoreResponse>, Status> {
         let (meta, _, body) = request.into_parts();
-        self.guarded("Score", &meta, false, self.engine.score(body))
-            .await
+        self.guarded("Score", &meta, false, async {
+            self.check_gpu_models(body.snapshot.as_ref(), None)?;
+            self.engine.score(body).await
+        })
+        .await
     }
 
     async fn explain(
@@ -163,8 +185,11 @@ impl Scheduler for SchedulerService {
         request: Request<proto::ExplainRequest>,
     ) -> Result<Response<proto::ExplainResponse>, Status> {
         let (meta, _, body) = request.into_parts();
-        self.guarded("Explain", &meta, false, self.engine.explain(body))
-            .await
+        self.guarded("Explain", &meta, false, async {
+            self.check_gpu_models(body.snapshot.as_ref(), None)?;
+            self.engine.explain(body).await
+        })
+        .await
     }
 
     async fn model_info(

@@ -689,6 +689,78 @@ async fn bad_snapshots_are_invalid_argument_with_the_field_path() {
     running.shutdown().await.unwrap();
 }
 
+/// A GPU model the catalog does not know (`V100x`, a typo) is refused by every RPC that takes a
+/// snapshot, naming the field and the nearest catalog names, where it used to decide as a
+/// V100-class model of its own; catalog names in any case and their aliases pass; with
+/// `allow_unknown_gpu_models` the service takes it as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_gpu_models_are_refused_unless_allowed() {
+    let running = lachesis_serve::start(config("")).await.unwrap();
+    let mut c = client::connect(&running.grpc_addr.to_string(), None, None)
+        .await
+        .unwrap();
+    let base = small();
+    let mut typo = base.clone();
+    typo.nodes[2].gpu_model = "V100x".into();
+    let e = c.decide(request(typo.clone())).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    let m = e.message();
+    assert!(
+        m.starts_with("snapshot.nodes[2].gpu_model: unknown GPU model \"V100x\"")
+            && m.contains("closest known: V100")
+            && m.contains("allow_unknown_gpu_models"),
+        "{m}"
+    );
+    let job = base.pending[0].id.clone();
+    let e = c
+        .score(proto::ScoreRequest {
+            snapshot: Some(typo.clone()),
+            job: job.clone(),
+            nodes: Vec::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().starts_with("snapshot.nodes[2].gpu_model"),
+        "{e:?}"
+    );
+    let e = c
+        .explain(proto::ExplainRequest {
+            snapshot: Some(typo.clone()),
+            job: job.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+
+    // A job's allowed models are catalog names too.
+    let mut wants = base.clone();
+    wants.pending[1].gpu_types = vec!["A100".into(), "H10".into()];
+    let e = c.decide(request(wants)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().starts_with("snapshot.pending[1].gpu_types[1]") && e.message().contains("H100"),
+        "{e:?}"
+    );
+
+    // Case and aliases are the catalog's own: they pass.
+    let mut spelt = base.clone();
+    spelt.nodes[3].gpu_model = "v100-32g".into();
+    spelt.nodes[0].gpu_model = "a100".into();
+    assert!(c.decide(request(spelt)).await.is_ok());
+    running.shutdown().await.unwrap();
+
+    let mut cfg = config("");
+    cfg.allow_unknown_gpu_models = true;
+    let running = lachesis_serve::start(cfg).await.unwrap();
+    let mut c = client::connect(&running.grpc_addr.to_string(), None, None)
+        .await
+        .unwrap();
+    assert!(c.decide(request(typo)).await.is_ok());
+    running.shutdown().await.unwrap();
+}
+
 /// A model arm that takes its time.
 #[derive(Debug)]
 struct Slow;

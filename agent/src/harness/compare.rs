@@ -300,6 +300,11 @@ pub struct MetricReport {
     pub means: Vec<f64>,
     /// Per policy: against the baseline (`None` for the baseline itself).
     pub paired: Vec<Option<Paired>>,
+    /// Every policy scored what the baseline scored on every unit (within `1e-9` relative,
+    /// the paired comparison's ties); `false` with a single policy. Not in the JSON: the
+    /// terminal table leaves such metrics out, the report keeps them.
+    #[serde(skip)]
+    pub same_for_all: bool,
 }
 
 /// Runs every policy of `spec` on every unit of `trace` on `cluster` (policies built by
@@ -562,12 +567,21 @@ fn metric_reports(
                     (p != base).then(|| paired(&base_values, &value(m, p), m.better, resamples, 7))
                 })
                 .collect();
+            let tie = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-12);
+            let same_for_all = n > 1
+                && (0..n).all(|p| {
+                    value(m, p)
+                        .iter()
+                        .zip(&base_values)
+                        .all(|(v, b)| tie(*v, *b))
+                });
             MetricReport {
                 key: m.key,
                 label: m.label,
                 better: m.better,
                 means,
                 paired,
+                same_for_all,
             }
         })
         .collect()
@@ -852,7 +866,20 @@ fn terminal_table(setup: &Setup, reports: &[MetricReport]) -> String {
         .max()
         .unwrap_or(8)
         .max(8);
-    for m in reports {
+    // A metric every policy scored the same on every unit (the lower bound, which the jobs
+    // fix; Jain's index where the trace has no tenants) cannot tell them apart: one line
+    // names them instead of a table of ties. The report keeps every row.
+    let (shown, same): (Vec<&MetricReport>, Vec<&MetricReport>) =
+        reports.iter().partition(|m| !m.same_for_all);
+    if !same.is_empty() {
+        let labels: Vec<&str> = same.iter().map(|m| m.label).collect();
+        let _ = writeln!(
+            s,
+            "left out, the same for every policy on every unit: {}\n",
+            labels.join(", ")
+        );
+    }
+    for m in shown {
         let arrow = match m.better {
             Better::Lower => "lower is better",
             Better::Higher => "higher is better",

@@ -29,6 +29,7 @@ pub use modifier::{
 pub use planner::{PlanMark, Planner};
 pub use registry::{
     PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,
+    reads_throughputs,
 };
 pub use starvation::{Reservations, StarvationBound, StarvationGuard};
 pub use view::ThroughputView;

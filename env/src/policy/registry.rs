@@ -92,7 +92,7 @@ type OrderingCtor = fn(&PolicyOptions) -> Result<Box<dyn Ordering>, String>;
 type PlacerCtor = fn(&PolicyOptions) -> Box<dyn Placer>;
 type ModifierCtor = fn(&PolicyOptions) -> Result<Box<dyn Modifier>, String>;
 
-const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
+const ORDERINGS: &[OrderingEntry] = &[
     (
         "fifo",
         "first come, first served; the head of the queue blocks the rest",
@@ -162,7 +162,7 @@ const ORDERINGS: &[(&str, &str, OrderingCtor)] = &[
     ),
 ];
 
-const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
+const MODIFIERS: &[ModifierEntry] = &[
     (
         "easy",
         "EASY backfilling: the blocked head gets a reservation at its shadow time (from run-time \
@@ -212,7 +212,7 @@ const MODIFIERS: &[(&str, &str, ModifierCtor)] = &[
     ),
 ];
 
-const PLACEMENTS: &[(&str, &str, PlacerCtor)] = &[
+const PLACEMENTS: &[PlacerEntry] = &[
     ("first-fit", "lowest-numbered node that fits", |_| {
         Box::new(StrategyPlacer::new("first-fit", FitStrategy::FirstFit))
     }),
@@ -304,20 +304,39 @@ pub fn build_policy(name: &str, seed: u64) -> Result<Box<dyn Policy>, PolicyErro
     )
 }
 
-/// Builds the policy `name` with `options` (an `oracle` ordering needs true durations).
-pub fn build_policy_with(
+/// The modifiers that read a throughput table (their constructors refuse to build without
+/// one); `every_table_modifier_is_listed` keeps the list in step with `MODIFIERS`.
+const TABLE_MODIFIERS: &[&str] = &["colocate", "elastic"];
+
+type OrderingEntry = (&'static str, &'static str, OrderingCtor);
+type PlacerEntry = (&'static str, &'static str, PlacerCtor);
+type ModifierEntry = (&'static str, &'static str, ModifierCtor);
+
+/// The registry entries `name` is made of, or why it names no policy (the hint lists the
+/// parts it could have named).
+fn resolve(
     name: &str,
-    options: &PolicyOptions,
-) -> Result<Box<dyn Policy>, PolicyError> {
+) -> Result<
+    (
+        &'static OrderingEntry,
+        &'static PlacerEntry,
+        Vec<&'static ModifierEntry>,
+    ),
+    PolicyError,
+> {
     let unknown = |hint: String| PolicyError::UnknownName {
         name: name.to_string(),
         hint,
     };
     let parts: Vec<&str> = name.trim().split('/').collect();
     let [order, place, modifiers @ ..] = parts.as_slice() else {
-        return Err(unknown(
-            "expected ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit".into(),
-        ));
+        return Err(unknown(format!(
+            "expected ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit (orderings: {}; placements: \
+             {}; modifiers: {})",
+            names(ORDERINGS.iter().map(|e| e.0)),
+            names(PLACEMENTS.iter().map(|e| e.0)),
+            names(MODIFIERS.iter().map(|e| e.0))
+        )));
     };
     let ordering = ORDERINGS.iter().find(|e| e.0 == *order).ok_or_else(|| {
         unknown(format!(
@@ -334,16 +353,39 @@ pub fn build_policy_with(
     let modifiers = modifiers
         .iter()
         .map(|m| {
-            let entry = MODIFIERS.iter().find(|e| e.0 == *m).ok_or_else(|| {
+            MODIFIERS.iter().find(|e| e.0 == *m).ok_or_else(|| {
                 let known = if MODIFIERS.is_empty() {
                     "none are registered yet".to_string()
                 } else {
                     format!("known: {}", names(MODIFIERS.iter().map(|e| e.0)))
                 };
                 unknown(format!("no modifier `{m}` ({known})"))
-            })?;
-            (entry.2)(options).map_err(&unknown)
+            })
         })
+        .collect::<Result<Vec<_>, PolicyError>>()?;
+    Ok((ordering, placer, modifiers))
+}
+
+/// Whether the policy `name` has a part that reads a throughput table (`colocate`,
+/// `elastic`), so that it cannot run without one; an error when `name` names no policy.
+pub fn reads_throughputs(name: &str) -> Result<bool, PolicyError> {
+    let (_, _, modifiers) = resolve(name)?;
+    Ok(modifiers.iter().any(|m| TABLE_MODIFIERS.contains(&m.0)))
+}
+
+/// Builds the policy `name` with `options` (an `oracle` ordering needs true durations).
+pub fn build_policy_with(
+    name: &str,
+    options: &PolicyOptions,
+) -> Result<Box<dyn Policy>, PolicyError> {
+    let unknown = |hint: String| PolicyError::UnknownName {
+        name: name.to_string(),
+        hint,
+    };
+    let (ordering, placer, modifiers) = resolve(name)?;
+    let modifiers = modifiers
+        .iter()
+        .map(|m| (m.2)(options).map_err(&unknown))
         .collect::<Result<Vec<_>, PolicyError>>()?;
     let ordering = (ordering.2)(options).map_err(&unknown)?;
     Ok(Box::new(Composite::with_modifiers(
@@ -374,6 +416,25 @@ mod tests {
     }
 
     #[test]
+    fn every_table_modifier_is_listed() {
+        // Built without a table, a modifier refuses exactly when it is listed as reading one.
+        for (name, _, ctor) in MODIFIERS {
+            let refused = ctor(&PolicyOptions::default())
+                .err()
+                .is_some_and(|e| e.contains("reads a throughput table"));
+            assert_eq!(refused, TABLE_MODIFIERS.contains(name), "{name}");
+        }
+        assert!(reads_throughputs("fifo/fastest/colocate").unwrap());
+        assert!(reads_throughputs("tiresias/fastest/las-preempt/elastic").unwrap());
+        assert!(!reads_throughputs("fifo/fastest").unwrap());
+        assert!(!reads_throughputs("gittins/best-fit/gittins-preempt").unwrap());
+        // A misspelt part is an error, not "reads no table", wherever it sits.
+        let err = reads_throughputs("fifo/best-fit/colocate/nope").unwrap_err();
+        assert!(err.to_string().contains("no modifier `nope`"), "{err}");
+        assert!(reads_throughputs("srpt").is_err());
+    }
+
+    #[test]
     fn builds_registered_names_and_explains_unknown_ones() {
         assert_eq!(
             build_policy("fifo/best-fit", 0).unwrap().name(),
@@ -387,6 +448,14 @@ mod tests {
         assert!(err.contains("known: first-fit, best-fit"), "{err}");
         let err = build_policy("fifo", 0).err().unwrap().to_string();
         assert!(err.contains("ORDER/PLACE"), "{err}");
+        // A bare word (`srpt`) is told what the parts could be.
+        let err = build_policy("srpt", 0).err().unwrap().to_string();
+        assert!(
+            err.contains("orderings: fifo, priority, sjf")
+                && err.contains("placements: first-fit, best-fit")
+                && err.contains("modifiers: easy, preempt"),
+            "{err}"
+        );
         let err = build_policy("fifo/best-fit/nope", 0)
             .err()
             .unwrap()

@@ -845,6 +845,75 @@ fn model_id(models: &mut Vec<GpuModel>, name: &str) -> GpuModelId {
     GpuModelId(models.len() as u32 - 1)
 }
 
+/// Refuses GPU model names the catalog does not know (`lachesis_env::gpu::GpuModel`): nodes'
+/// `gpu_model` and jobs' `gpu_types`, in the snapshot (`delta: None`) or in a session's delta.
+/// The service applies it to the requests clients compose (`Decide`, `Score`, `Explain`)
+/// unless `allow_unknown_gpu_models` is set: a misspelt model (`V100x`) would otherwise be a
+/// model of its own at V100 speed, and a job asking for it would wait forever. Building a
+/// world (`World::build`) accepts such names as V100-class models, for the adapters that
+/// name models themselves (the Kubernetes extender's labels and `unlabelled`, the probe).
+pub fn check_gpu_model_names(
+    snapshot: Option<&proto::Snapshot>,
+    delta: Option<&proto::SnapshotDelta>,
+) -> Result<(), SnapshotError> {
+    // Names already found in the catalog: a snapshot repeats a few names many times.
+    let mut known: Vec<String> = Vec::new();
+    let mut check = |name: &str, path: &dyn Fn() -> String| -> Result<(), SnapshotError> {
+        let name = name.trim();
+        if name.is_empty() || known.iter().any(|k| k.eq_ignore_ascii_case(name)) {
+            return Ok(());
+        }
+        if GpuModel::canonical_name(name).is_none() {
+            return Err(SnapshotError {
+                path: path(),
+                message: unknown_gpu_model(name),
+            });
+        }
+        known.push(name.to_string());
+        Ok(())
+    };
+    if let Some(snapshot) = snapshot {
+        for (i, n) in snapshot.nodes.iter().enumerate() {
+            check(&n.gpu_model, &|| format!("snapshot.nodes[{i}].gpu_model"))?;
+        }
+        let running = snapshot.running.iter().enumerate().filter_map(|(i, r)| {
+            r.job
+                .as_ref()
+                .map(|j| (format!("snapshot.running[{i}].job"), j))
+        });
+        let pending = (snapshot.pending.iter().enumerate())
+            .map(|(i, j)| (format!("snapshot.pending[{i}]"), j));
+        for (at, job) in running.chain(pending) {
+            for (g, t) in job.gpu_types.iter().enumerate() {
+                check(t, &|| format!("{at}.gpu_types[{g}]"))?;
+            }
+        }
+    }
+    if let Some(delta) = delta {
+        for (i, job) in delta.submitted.iter().enumerate() {
+            for (g, t) in job.gpu_types.iter().enumerate() {
+                check(t, &|| format!("delta.submitted[{i}].gpu_types[{g}]"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why `name` is refused: the catalog's nearest names, and the opt-in.
+fn unknown_gpu_model(name: &str) -> String {
+    let closest = GpuModel::closest_catalog_names(name, 3);
+    let hint = if closest.is_empty() {
+        let known: Vec<&str> = GpuModel::catalog_names().collect();
+        format!("known: {}", known.join(", "))
+    } else {
+        format!("closest known: {}", closest.join(", "))
+    };
+    format!(
+        "unknown GPU model {name:?}, not in the catalog ({hint}); to take models outside the \
+         catalog as V100-class models, set allow_unknown_gpu_models = true in serve.toml"
+    )
+}
+
 /// Names in first-seen order with a lookup (topology tables can have one entry per node).
 #[derive(Default)]
 struct Interner {
@@ -1101,6 +1170,64 @@ fn short_list(items: &[&str], at_most: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Catalog names pass in any case and alias; anything else is refused at its field, in a
+    /// snapshot's nodes, running and pending jobs, and a delta's new jobs. `World::build`
+    /// still takes it (as a V100-class model) for the adapters.
+    #[test]
+    fn gpu_model_names_outside_the_catalog_are_named() {
+        let node = |model: &str| proto::Node {
+            name: format!("n-{model}"),
+            gpu_model: model.into(),
+            gpus: 8,
+            cpu_milli: 64_000,
+            mem_mib: 512_000,
+            ..Default::default()
+        };
+        let job = |id: &str, types: &[&str]| proto::Job {
+            id: id.into(),
+            gpus_per_task: 1,
+            gpu_types: types.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
+        };
+        let mut snap = proto::Snapshot {
+            nodes: vec![node("V100"), node("a100-80g"), node("RTX2080TI")],
+            pending: vec![job("p0", &["v100", "A100"])],
+            running: vec![proto::RunningJob {
+                job: Some(job("r0", &[])),
+                tasks: vec![proto::TaskPlacement {
+                    node: "n-V100".into(),
+                    gpus: vec![0],
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        check_gpu_model_names(Some(&snap), None).unwrap();
+        let at = |snap: &proto::Snapshot, delta: Option<&proto::SnapshotDelta>| {
+            check_gpu_model_names(Some(snap), delta).unwrap_err()
+        };
+        snap.running[0].job.as_mut().unwrap().gpu_types = vec!["K8O".into()];
+        let e = at(&snap, None);
+        assert_eq!(e.path, "snapshot.running[0].job.gpu_types[0]");
+        assert!(e.message.contains("closest known: K80"), "{e}");
+        snap.running[0].job.as_mut().unwrap().gpu_types.clear();
+        snap.nodes.push(node("TPUv4-pod"));
+        let e = at(&snap, None);
+        assert_eq!(e.path, "snapshot.nodes[3].gpu_model");
+        // Nothing near: the whole catalog is listed.
+        assert!(e.message.contains("known: K80, P100"), "{e}");
+        // The world itself takes it (the Kubernetes extender and the probe rely on that).
+        assert!(World::build(&snap).is_ok());
+        snap.nodes.pop();
+        let delta = proto::SnapshotDelta {
+            submitted: vec![job("d0", &["A100"]), job("d1", &["H100", "H10O"])],
+            ..Default::default()
+        };
+        let e = check_gpu_model_names(None, Some(&delta)).unwrap_err();
+        assert_eq!(e.path, "delta.submitted[1].gpu_types[1]");
+        assert!(e.message.contains("H100"), "{e}");
+    }
 
     /// 70 nodes, each with its own hostname label (70 label sets, more than feasibility
     /// indexes) and a zone: the world keeps only the zone, which a pending job selects on, and
