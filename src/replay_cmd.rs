@@ -160,6 +160,7 @@ fn run_compare(
         window_jobs: 100,
         load: vec!["none".into()],
         tick: None,
+        starvation_bound: "auto".into(),
         policy_config: None,
         out: args.out.join("compare"),
         threads: None,

@@ -220,6 +220,7 @@ pub fn run(args: &Args) -> Result<()> {
             window_jobs: cfg.validation_window_jobs(),
             load: args.card_loads.iter().map(|l| l.to_string()).collect(),
             tick: Some("10m".into()),
+            starvation_bound: "auto".into(),
             policy_config: None,
             out: out.clone(),
             threads: None,
