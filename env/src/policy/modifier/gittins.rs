@@ -14,9 +14,15 @@
 //!   first. They are released in that order until the job fits (the policy's placer decides);
 //!   those are preempted and the job placed in the same decision. If it does not fit even with
 //!   every candidate released, nobody is preempted for it.
+//! - A candidate is kept only if the preemption pays (`preempt_cost_factor > 0`): the expected
+//!   gain in total completion time of serving the waiting job's Gittins quantum before the
+//!   victim's, `S_w x S_v x (p_w - p_v)` with per-GPU indices `p` and quanta `S` in GPU-time,
+//!   is at least the factor times what the preemption wastes, the victim's work since its
+//!   last checkpoint and its restart overhead on its GPUs (`RestartCost::waste_ms`).
 //! - The indices come from the same online estimator as the ordering's (finished jobs' observed
-//!   run times, never a true duration). Before any job has finished every index is 0 and
-//!   nobody is preempted.
+//!   run times, and with `censoring` the service of jobs still running or preempted as
+//!   right-censored observations; never a true duration). Before any job has finished every
+//!   index is 0 and nobody is preempted.
 //!
 //! Needs `tick_s > 0` in the simulation config, as `las-preempt` does: indices change while
 //! jobs run.

@@ -18,7 +18,11 @@
 //! FIFO within a class and shortest-expected first across classes; for exponential run times
 //! `G` is constant.
 //!
-//! Here `F` is empirical: the observed run times (`attained_ms` at finish, so restarts and lost
+//! With `censoring` (the default) `F` is the Kaplan-Meier estimate over the jobs seen to finish
+//! and, as right-censored observations, the service attained by jobs that have run and not
+//! finished (running, or preempted and waiting): early in a history the short jobs finish
+//! first, and without them the long ones still running would be judged by the short ones'
+//! distribution (`kaplan_meier`). Otherwise `F` is empirical: the observed run times (`attained_ms` at finish, so restarts and lost
 //! work count, as for the `sjf` predictor) of finished jobs of the same GPU-count class
 //! (`gpu_class`: 1, 2, 3-4, 5-8, 9-16, 17+ GPUs), or of all finished jobs while the class has
 //! fewer than `min_class_samples`. Run times are kept in a histogram of 16 buckets per
