@@ -80,7 +80,9 @@ pub struct SlurmConfig {
     /// Partitions the bridge manages; empty: all.
     pub partitions: Vec<String>,
     /// GRES GPU type → the GPU model name the service and model know (default: the type
-    /// upper-cased, `a100` → `A100`; untyped GPUs: `GPU`).
+    /// upper-cased, `a100` → `A100`). Untyped GPUs (`gres=gpu:4`) are the key `untyped`,
+    /// by default `V100`, the catalog's speed-1.0 reference: the service refuses names outside
+    /// its catalog, and an untyped GPU says nothing of its speed.
     pub gpu_models: BTreeMap<String, String>,
 }
 
@@ -96,6 +98,9 @@ impl Default for SlurmConfig {
     }
 }
 
+/// The `[slurm.gpu_models]` key of untyped GPU GRES.
+pub const UNTYPED_GPUS: &str = "untyped";
+
 impl SlurmConfig {
     /// The service's GPU model for a GRES type.
     pub fn gpu_model(&self, kind: Option<&str>) -> String {
@@ -105,7 +110,11 @@ impl SlurmConfig {
                 .get(k)
                 .cloned()
                 .unwrap_or_else(|| k.to_ascii_uppercase()),
-            None => "GPU".into(),
+            None => self
+                .gpu_models
+                .get(UNTYPED_GPUS)
+                .cloned()
+                .unwrap_or_else(|| "V100".into()),
         }
     }
 
@@ -226,6 +235,13 @@ mod tests {
         assert_eq!(cfg.on_service_down.policy, DownPolicy::Open);
         assert!(cfg.partitions["scavenger"].preemptible);
         assert_eq!(cfg.slurm.gpu_model(Some("a100")), "A100");
+        // Untyped GPUs are the catalog's reference model unless mapped, so that a cluster
+        // with plain `gres=gpu:N` passes the service's catalog check as it is.
+        let mut slurm = SlurmConfig::default();
+        assert_eq!(slurm.gpu_model(None), "V100");
+        assert!(lachesis_env::gpu::GpuModel::canonical_name(&slurm.gpu_model(None)).is_some());
+        slurm.gpu_models.insert(UNTYPED_GPUS.into(), "A100".into());
+        assert_eq!(slurm.gpu_model(None), "A100");
     }
 
     #[test]
