@@ -40,12 +40,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .run(policy.as_mut(), &mut |_| {})
             .summary;
         println!(
-            "{name}: avg JCT {:.2} h over {} jobs (finished {}/{}), p50 {:.2} h, \
+            "{name}: avg JCT {:.2} h over {} measured jobs ({} finished), p50 {:.2} h, \
              preemptions {}, rejected {}, wall {:.1} s",
             s.avg_jct_s / 3600.0,
-            s.jobs - s.warmup_jobs,
-            s.finished,
             s.jobs,
+            s.finished,
             s.p50_jct_s / 3600.0,
             s.preemptions,
             s.rejected_decisions,
