@@ -146,7 +146,10 @@ fn stdout_failed(e: std::io::Error) {
 }
 
 fn list_policies() {
-    outln!("Policies are named ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit.\n");
+    outln!(
+        "Policies are named ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit, or are whole \
+         policies (part `policy`) named alone, e.g. gavel-maxmin.\n"
+    );
     for info in lachesis_env::policy::policy_catalog() {
         outln!("  {:<10} {:<15} {}", info.part, info.name, info.summary);
     }

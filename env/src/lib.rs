@@ -10,6 +10,7 @@ pub mod gpu;
 pub mod gym;
 pub mod job;
 pub mod metrics;
+pub mod optim;
 pub mod policy;
 pub mod sim;
 pub mod throughput;

@@ -27,7 +27,7 @@ pub fn build(name: &str, options: &PolicyOptions) -> Result<Box<dyn Policy>, Pol
 
 /// The decision tick `name` needs when none is given, seconds (0 = none): 10 minutes for
 /// `las-preempt` and `gittins-preempt` (service grows between events), the tick a learned
-/// policy was trained with, else `elastic`'s default round (60 s: its rounds come due only
+/// policy was trained with, Gavel's 6-minute round for `gavel-*`, else `elastic`'s default round (60 s: its rounds come due only
 /// when it is asked).
 pub fn wants_tick_s(name: &str) -> f64 {
     match Deciding::parse(name).map(|(_, path)| path) {
@@ -40,6 +40,7 @@ pub fn wants_tick_s(name: &str) -> f64 {
         {
             600.0
         }
+        None if name.trim().starts_with("gavel-") => lachesis_env::policy::GAVEL_ROUND_S,
         None if name.split('/').any(|part| part == "elastic") => {
             lachesis_env::policy::DEFAULT_ROUND_S
         }
@@ -62,6 +63,7 @@ pub fn policy_options(trace: &Trace, seed: u64, config: &PolicyConfig) -> Policy
         gittins: config.gittins.clone(),
         colocate: config.colocate.clone(),
         elastic: config.elastic.clone(),
+        gavel: config.gavel.clone(),
         ..PolicyOptions::default()
     }
 }

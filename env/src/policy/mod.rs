@@ -6,6 +6,7 @@
 //! estimate where the trace has one), queue and running state, and attained service.
 
 mod context;
+mod gavel;
 mod heuristic;
 mod modifier;
 pub mod order;
@@ -16,15 +17,18 @@ mod starvation;
 mod view;
 
 #[cfg(test)]
+mod gavel_tests;
+#[cfg(test)]
 mod het_tests;
 
 pub(crate) use context::seen_below;
 pub use context::{DecisionContext, JobRuntime, JobState, PendingJob, RestartCost};
+pub use gavel::{GAVEL_RESET_S, GavelConfig, GavelObjective, GavelRounds};
 pub use heuristic::{Composite, Fifo, Modifier, Ordering, Placer, Rated, StrategyPlacer};
 pub use modifier::{
     ClassPreempt, Colocate, ColocateConfig, DEFAULT_ROUND_S, Easy, ElasticAlloc, ElasticConfig,
-    GittinsPreempt, LasPreempt, VictimPools, best_above, marginal_efficiency, minimal_victims,
-    summed_normalised_rate,
+    GAVEL_ROUND_S, GittinsPreempt, LasPreempt, VictimPools, best_above, marginal_efficiency,
+    minimal_victims, summed_normalised_rate,
 };
 pub use planner::{PlanMark, Planner};
 pub use registry::{

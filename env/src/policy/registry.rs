@@ -1,6 +1,7 @@
 //! The registry: policy names (`ORDER/PLACE[/MODIFIER...]`) to constructors. Configuration
 //! and the command line pick policies by these names; nobody edits code to switch.
 
+use super::gavel::{GavelConfig, GavelObjective, GavelRounds};
 use super::heuristic::{Composite, Fifo, Modifier, Ordering, Placer, StrategyPlacer};
 use super::modifier::{
     ClassPreempt, Colocate, ColocateConfig, Easy, ElasticAlloc, ElasticConfig, GittinsPreempt,
@@ -39,6 +40,8 @@ pub struct PolicyOptions {
     pub colocate: ColocateConfig,
     /// `elastic`'s knobs.
     pub elastic: ElasticConfig,
+    /// The `gavel-*` policies' rounds.
+    pub gavel: GavelConfig,
 }
 
 /// The table a rate-reading part `part` needs, or why it cannot be built.
@@ -69,6 +72,10 @@ fn table_for(options: &PolicyOptions, part: &str) -> Result<Arc<ThroughputTable>
 /// [elastic]
 /// min_efficiency = 0.5
 /// round_s = 60.0
+///
+/// [gavel]
+/// round_s = 360.0
+/// reset_s = 1920.0
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -77,12 +84,13 @@ pub struct PolicyConfig {
     pub gittins: GittinsConfig,
     pub colocate: ColocateConfig,
     pub elastic: ElasticConfig,
+    pub gavel: GavelConfig,
 }
 
 /// One registered part, for `lachesis` help and docs.
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyInfo {
-    /// `ordering`, `placement` or `modifier`.
+    /// `ordering`, `placement`, `modifier`, or `policy` (a whole policy, named alone).
     pub part: &'static str,
     pub name: &'static str,
     pub summary: &'static str,
@@ -91,6 +99,39 @@ pub struct PolicyInfo {
 type OrderingCtor = fn(&PolicyOptions) -> Result<Box<dyn Ordering>, String>;
 type PlacerCtor = fn(&PolicyOptions) -> Box<dyn Placer>;
 type ModifierCtor = fn(&PolicyOptions) -> Result<Box<dyn Modifier>, String>;
+type WholeCtor = fn(&str, &PolicyOptions) -> Result<Box<dyn Policy>, String>;
+
+/// Whole policies, named alone (no `/`): optimisers that decide order, placement and
+/// preemption together.
+const WHOLE: &[(&str, &str, WholeCtor)] = &[
+    (
+        "gavel-maxmin",
+        "Gavel's heterogeneity-aware max-min fairness (LAS) in 6-minute rounds: an LP gives \
+         each job its time share per GPU model from the table's rates; rounds follow it \
+         (needs tick_s = 360)",
+        |n, o| gavel(n, GavelObjective::MaxMin, o),
+    ),
+    (
+        "gavel-maxmin-agnostic",
+        "Gavel's heterogeneity-agnostic max-min fairness: the same rounds with every rate 1 \
+         (the baseline Gavel compares with; needs tick_s = 360)",
+        |n, o| gavel(n, GavelObjective::MaxMinAgnostic, o),
+    ),
+    (
+        "gavel-maxsum",
+        "Gavel's max-sum throughput in rounds: time shares maximising the summed speed \
+         relative to the reference GPU (needs tick_s = 360)",
+        |n, o| gavel(n, GavelObjective::MaxSum, o),
+    ),
+];
+
+fn gavel(
+    name: &str,
+    objective: GavelObjective,
+    options: &PolicyOptions,
+) -> Result<Box<dyn Policy>, String> {
+    Ok(Box::new(GavelRounds::new(name, objective, &options.gavel)?))
+}
 
 const ORDERINGS: &[OrderingEntry] = &[
     (
@@ -290,7 +331,16 @@ pub fn policy_catalog() -> Vec<PolicyInfo> {
         name: n,
         summary: s,
     });
-    orderings.chain(placements).chain(modifiers).collect()
+    let whole = WHOLE.iter().map(|(n, s, _)| PolicyInfo {
+        part: "policy",
+        name: n,
+        summary: s,
+    });
+    orderings
+        .chain(placements)
+        .chain(modifiers)
+        .chain(whole)
+        .collect()
 }
 
 /// Builds the policy `name` (e.g. `fifo/best-fit`); `seed` feeds any randomised part.
@@ -332,10 +382,11 @@ fn resolve(
     let [order, place, modifiers @ ..] = parts.as_slice() else {
         return Err(unknown(format!(
             "expected ORDER/PLACE[/MODIFIER...], e.g. fifo/best-fit (orderings: {}; placements: \
-             {}; modifiers: {})",
+             {}; modifiers: {}), or a whole policy ({})",
             names(ORDERINGS.iter().map(|e| e.0)),
             names(PLACEMENTS.iter().map(|e| e.0)),
-            names(MODIFIERS.iter().map(|e| e.0))
+            names(MODIFIERS.iter().map(|e| e.0)),
+            names(WHOLE.iter().map(|e| e.0))
         )));
     };
     let ordering = ORDERINGS.iter().find(|e| e.0 == *order).ok_or_else(|| {
@@ -369,6 +420,10 @@ fn resolve(
 /// Whether the policy `name` has a part that reads a throughput table (`colocate`,
 /// `elastic`), so that it cannot run without one; an error when `name` names no policy.
 pub fn reads_throughputs(name: &str) -> Result<bool, PolicyError> {
+    // The whole policies (Gavel's rounds) use a table where there is one, and run without.
+    if WHOLE.iter().any(|e| e.0 == name.trim()) {
+        return Ok(false);
+    }
     let (_, _, modifiers) = resolve(name)?;
     Ok(modifiers.iter().any(|m| TABLE_MODIFIERS.contains(&m.0)))
 }
@@ -382,6 +437,9 @@ pub fn build_policy_with(
         name: name.to_string(),
         hint,
     };
+    if let Some(entry) = WHOLE.iter().find(|e| e.0 == name.trim()) {
+        return (entry.2)(entry.0, options).map_err(&unknown);
+    }
     let (ordering, placer, modifiers) = resolve(name)?;
     let modifiers = modifiers
         .iter()

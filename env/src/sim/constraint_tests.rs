@@ -22,6 +22,7 @@ fn registry_policies() -> Vec<String> {
         names.push(match p.part {
             "placement" => format!("fifo/{}", p.name),
             "ordering" => format!("{}/best-fit", p.name),
+            "policy" => p.name.to_string(),
             _ => format!("fifo/best-fit/{}", p.name),
         });
     }

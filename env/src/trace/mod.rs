@@ -14,6 +14,7 @@
 
 pub mod dlrm;
 pub mod fit;
+pub mod gavel_jobs;
 pub mod helios;
 pub mod itp;
 pub mod normalized;

@@ -14,8 +14,8 @@ mod room;
 
 pub use easy::Easy;
 pub use elastic::{
-    Colocate, ColocateConfig, DEFAULT_ROUND_S, ElasticAlloc, ElasticConfig, best_above,
-    marginal_efficiency, summed_normalised_rate,
+    Colocate, ColocateConfig, DEFAULT_ROUND_S, ElasticAlloc, ElasticConfig, GAVEL_ROUND_S,
+    best_above, marginal_efficiency, summed_normalised_rate,
 };
 pub use gittins::GittinsPreempt;
 pub use las::LasPreempt;

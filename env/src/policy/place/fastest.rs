@@ -40,7 +40,7 @@ pub fn fastest_groups(speeds: &[(GpuModelId, f64)]) -> Vec<Vec<GpuModelId>> {
 
 /// `job` allowed only the GPU models `models` (a copy: the placement search reads a job's
 /// `gpu_types`).
-fn restricted_to(job: &JobSpec, spec: &ClusterSpec, models: &[GpuModelId]) -> JobSpec {
+pub(crate) fn restricted_to(job: &JobSpec, spec: &ClusterSpec, models: &[GpuModelId]) -> JobSpec {
     let mut restricted = job.clone();
     restricted.gpu_types = models
         .iter()

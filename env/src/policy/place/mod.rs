@@ -19,6 +19,7 @@ mod topo;
 mod tests;
 
 pub use dot_product::{DotProduct, dot_product_score};
+pub(crate) use fastest::restricted_to;
 pub use fastest::{Fastest, fastest_groups};
 pub use fgd::{Fgd, fgd_choice, fgd_node_choice};
 pub use gpu_clustering::{GpuClustering, clustering_score};

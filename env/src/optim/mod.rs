@@ -1,0 +1,343 @@
+//! Gavel's allocation linear programs (Narayanan et al., "Heterogeneity-Aware Cluster
+//! Scheduling Policies for Deep Learning Workloads", OSDI'20, §4; `scheduler/policies/` of
+//! `stanford-futuredata/gavel` @ [`crate::throughput::gavel::COMMIT`]): pure functions from
+//! jobs' throughput rows, scale factors, GPU capacities and weights to an allocation
+//! `X[m][j]`, the fraction of wall time job `m` should spend on GPU type `j`. Owns the LP
+//! building and solving (Clarabel, interior point); knows nothing of clusters, traces or
+//! policies (`policy::gavel` turns allocations into rounds).
+//!
+//! Every allocation is feasible (Gavel's `get_base_constraints`):
+//! - `0 <= X[m][j] <= 1`, and `X[m][j] = 0` where job `m` cannot run on type `j` (throughput
+//!   0, or more GPUs than the type has);
+//! - `sum_j X[m][j] <= 1` (a job runs on one type at a time);
+//! - `sum_m scale[m] X[m][j] <= capacity[j]` (a type's GPUs are not over-committed).
+//!
+//! The solver's answer is projected back onto these constraints (rows and columns scaled
+//! down where an interior-point iterate overshoots by its tolerance), so callers can rely on
+//! them exactly.
+
+#[cfg(test)]
+mod tests;
+
+use clarabel::algebra::CscMatrix;
+use clarabel::solver::{
+    DefaultSettingsBuilder, DefaultSolver, IPSolver, SolverStatus, SupportedConeT,
+};
+
+/// One allocation problem: `m` jobs (rows) on `n` GPU types (columns).
+#[derive(Debug, Clone, Copy)]
+pub struct Problem<'a> {
+    /// Per job, per GPU type: its throughput there, in any unit common to the row (steps/s,
+    /// or speed relative to a reference GPU); 0 where it cannot run.
+    pub throughputs: &'a [Vec<f64>],
+    /// Per job: the GPUs it holds while it runs (Gavel's scale factor), >= 1.
+    pub scale: &'a [f64],
+    /// Per GPU type: how many GPUs of the type the cluster has.
+    pub capacity: &'a [f64],
+    /// Per job: its priority weight, > 0 (1 for all: plain fairness).
+    pub weights: &'a [f64],
+}
+
+/// What an allocation LP answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allocation {
+    /// Per job, per GPU type: the fraction of time it should run there.
+    pub x: Vec<Vec<f64>>,
+    /// The objective at `x`: the smallest normalised throughput (max-min) or the weighted
+    /// sum of throughputs (max-sum).
+    pub objective: f64,
+}
+
+/// Why an allocation could not be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AllocationError {
+    #[error("{what} has {got} entries, expected {expected}")]
+    Shape {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    #[error("{what}[{index}] = {value}: must be {rule}")]
+    Value {
+        what: &'static str,
+        index: usize,
+        value: f64,
+        rule: &'static str,
+    },
+    #[error("the LP solver did not solve the allocation problem: {0}")]
+    Solver(String),
+}
+
+/// A field's name, its values, the rule they must meet, and the rule in words.
+type Check<'v> = (&'static str, &'v [f64], fn(f64) -> bool, &'static str);
+
+impl Problem<'_> {
+    fn jobs(&self) -> usize {
+        self.throughputs.len()
+    }
+    fn types(&self) -> usize {
+        self.capacity.len()
+    }
+
+    /// Checks shapes and values once.
+    pub fn validate(&self) -> Result<(), AllocationError> {
+        let (m, n) = (self.jobs(), self.types());
+        for (what, got) in [("scale", self.scale.len()), ("weights", self.weights.len())] {
+            if got != m {
+                return Err(AllocationError::Shape {
+                    what,
+                    expected: m,
+                    got,
+                });
+            }
+        }
+        if let Some(row) = self.throughputs.iter().find(|r| r.len() != n) {
+            return Err(AllocationError::Shape {
+                what: "a throughput row",
+                expected: n,
+                got: row.len(),
+            });
+        }
+        let checks: [Check<'_>; 3] = [
+            ("scale", self.scale, |v| v >= 1.0, "a finite number >= 1"),
+            ("weights", self.weights, |v| v > 0.0, "a finite number > 0"),
+            (
+                "capacity",
+                self.capacity,
+                |v| v >= 0.0,
+                "a finite number >= 0",
+            ),
+        ];
+        for (what, values, ok, rule) in checks {
+            if let Some((index, &value)) = values
+                .iter()
+                .enumerate()
+                .find(|(_, v)| !(v.is_finite() && ok(**v)))
+            {
+                return Err(AllocationError::Value {
+                    what,
+                    index,
+                    value,
+                    rule,
+                });
+            }
+        }
+        for (index, row) in self.throughputs.iter().enumerate() {
+            if let Some(&value) = row.iter().find(|v| !(v.is_finite() && **v >= 0.0)) {
+                return Err(AllocationError::Value {
+                    what: "throughputs",
+                    index,
+                    value,
+                    rule: "finite and >= 0",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether job `m` may be given time on type `j`: it runs there and the type has room
+    /// for all of its GPUs.
+    fn usable(&self, m: usize, j: usize) -> bool {
+        self.throughputs[m][j] > 0.0 && self.scale[m] <= self.capacity[j]
+    }
+
+    /// The (job, type) pairs that get a variable, row by row.
+    fn variables(&self) -> Vec<(usize, usize)> {
+        (0..self.jobs())
+            .flat_map(|m| (0..self.types()).map(move |j| (m, j)))
+            .filter(|(m, j)| self.usable(*m, *j))
+            .collect()
+    }
+}
+
+/// Each job's throughput under Gavel's equal share (`policies/proportional.py`): every job
+/// gets every type's time in proportion to its GPUs, `X[m][j] = capacity[j] / sum capacity`,
+/// so `sum_j T[m][j] capacity[j] / sum capacity` (types it cannot use count as 0). The
+/// max-min objective normalises each job's throughput by this.
+pub fn equal_share_throughputs(p: &Problem<'_>) -> Vec<f64> {
+    let total: f64 = p.capacity.iter().sum();
+    (0..p.jobs())
+        .map(|m| {
+            if total <= 0.0 {
+                return 0.0;
+            }
+            (0..p.types())
+                .filter(|j| p.usable(m, *j))
+                .map(|j| p.throughputs[m][j] * p.capacity[j] / total)
+                .sum()
+        })
+        .collect()
+}
+
+/// Gavel's heterogeneity-aware max-min fairness (`MaxMinFairnessPolicyWithPerf`):
+/// maximise `min_m scale[m] sum_j T[m][j] X[m][j] / (weight[m] equal_share[m])`. The scale
+/// factor in the objective gives a job on `k` GPUs `1/k` the time of a 1-GPU job of equal
+/// throughput, so both get the same GPU time. Gavel's heterogeneity-agnostic variant is this
+/// with every usable throughput set to 1 (see [`agnostic`]). Jobs that can run nowhere get
+/// no time and are left out of the minimum.
+pub fn max_min_fairness(p: &Problem<'_>) -> Result<Allocation, AllocationError> {
+    p.validate()?;
+    let share = equal_share_throughputs(p);
+    let vars = p.variables();
+    let coef = |m: usize, j: usize| {
+        p.scale[m] * p.throughputs[m][j] / (p.weights[m] * share[m].max(f64::MIN_POSITIVE))
+    };
+    solve(p, &vars, Objective::MaxMin(&coef))
+}
+
+/// Gavel's max-sum-throughput (`ThroughputSumWithPerf`): maximise
+/// `sum_m weight[m] sum_j T[m][j] X[m][j]`, with throughputs normalised by the caller
+/// (Lachesis passes speeds relative to each job's rate on the reference GPU, so that jobs
+/// measured in different units add up).
+pub fn max_sum_throughput(p: &Problem<'_>) -> Result<Allocation, AllocationError> {
+    p.validate()?;
+    let vars = p.variables();
+    let coef = |m: usize, j: usize| p.weights[m] * p.throughputs[m][j];
+    solve(p, &vars, Objective::MaxSum(&coef))
+}
+
+/// `throughputs` with every positive entry set to 1: Gavel's heterogeneity-agnostic view
+/// (`MaxMinFairnessPolicy` sets all to 1.0; Lachesis keeps the zeros, where a job cannot run
+/// at all, so that the agnostic policy is not sent where the simulator refuses it).
+pub fn agnostic(throughputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    throughputs
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|t| if *t > 0.0 { 1.0 } else { 0.0 })
+                .collect()
+        })
+        .collect()
+}
+
+enum Objective<'f> {
+    /// Maximise the smallest `sum_j c(m, j) X[m][j]` over jobs with a variable.
+    MaxMin(&'f dyn Fn(usize, usize) -> f64),
+    /// Maximise `sum c(m, j) X[m][j]`.
+    MaxSum(&'f dyn Fn(usize, usize) -> f64),
+}
+
+/// Builds and solves the LP over `vars` (plus `t` for max-min) in Clarabel's form: minimise
+/// `q'x` subject to `A x + s = b`, `s >= 0`.
+fn solve(
+    p: &Problem<'_>,
+    vars: &[(usize, usize)],
+    objective: Objective<'_>,
+) -> Result<Allocation, AllocationError> {
+    let (m, n) = (p.jobs(), p.types());
+    let mut x = vec![vec![0.0; n]; m];
+    if vars.is_empty() {
+        return Ok(Allocation { x, objective: 0.0 });
+    }
+    let nv = vars.len();
+    let with_t = matches!(objective, Objective::MaxMin(_));
+    let cols = nv + usize::from(with_t);
+    let mut q = vec![0.0; cols];
+    let (mut rows, mut cols_of, mut vals, mut b) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut push = |row: usize, col: usize, v: f64| {
+        rows.push(row);
+        cols_of.push(col);
+        vals.push(v);
+    };
+    let mut row = 0;
+    // x >= 0.
+    for v in 0..nv {
+        push(row, v, -1.0);
+        b.push(0.0);
+        row += 1;
+    }
+    // Per job: sum_j X <= 1 (and, for max-min, t - sum_j c X <= 0).
+    let mut job_vars: Vec<Vec<usize>> = vec![Vec::new(); m];
+    let mut type_vars: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (v, (mi, j)) in vars.iter().enumerate() {
+        job_vars[*mi].push(v);
+        type_vars[*j].push(v);
+    }
+    for vs in job_vars.iter().filter(|vs| !vs.is_empty()) {
+        for v in vs {
+            push(row, *v, 1.0);
+        }
+        b.push(1.0);
+        row += 1;
+    }
+    // Per type: sum_m scale X <= capacity.
+    for (j, vs) in type_vars.iter().enumerate() {
+        if vs.is_empty() {
+            continue;
+        }
+        for v in vs {
+            push(row, *v, p.scale[vars[*v].0]);
+        }
+        b.push(p.capacity[j]);
+        row += 1;
+    }
+    match objective {
+        Objective::MaxMin(c) => {
+            q[nv] = -1.0;
+            for vs in job_vars.iter().filter(|vs| !vs.is_empty()) {
+                push(row, nv, 1.0);
+                for v in vs {
+                    let (mi, j) = vars[*v];
+                    push(row, *v, -c(mi, j));
+                }
+                b.push(0.0);
+                row += 1;
+            }
+        }
+        Objective::MaxSum(c) => {
+            for (v, (mi, j)) in vars.iter().enumerate() {
+                q[v] = -c(*mi, *j);
+            }
+        }
+    }
+    let a = CscMatrix::new_from_triplets(row, cols, rows, cols_of, vals);
+    let pm = CscMatrix::<f64>::zeros((cols, cols));
+    let settings = DefaultSettingsBuilder::default()
+        .verbose(false)
+        .max_iter(200)
+        .build()
+        .map_err(|e| AllocationError::Solver(e.to_string()))?;
+    let cones = [SupportedConeT::NonnegativeConeT(row)];
+    let mut solver = DefaultSolver::new(&pm, &q, &a, &b, &cones, settings)
+        .map_err(|e| AllocationError::Solver(e.to_string()))?;
+    solver.solve();
+    let status = solver.solution.status;
+    if !matches!(status, SolverStatus::Solved | SolverStatus::AlmostSolved) {
+        return Err(AllocationError::Solver(format!("status {status:?}")));
+    }
+    for (v, (mi, j)) in vars.iter().enumerate() {
+        x[*mi][*j] = solver.solution.x[v].clamp(0.0, 1.0);
+    }
+    project(p, &mut x);
+    let value = match objective {
+        Objective::MaxMin(c) => job_vars
+            .iter()
+            .enumerate()
+            .filter(|(_, vs)| !vs.is_empty())
+            .map(|(mi, _)| (0..n).map(|j| c(mi, j) * x[mi][j]).sum::<f64>())
+            .fold(f64::INFINITY, f64::min),
+        Objective::MaxSum(c) => vars.iter().map(|(mi, j)| c(*mi, *j) * x[*mi][*j]).sum(),
+    };
+    Ok(Allocation {
+        x,
+        objective: value,
+    })
+}
+
+/// Scales rows, then columns, down to the constraints (an interior-point answer meets them
+/// only to its tolerance); scaling down keeps every other constraint met.
+fn project(p: &Problem<'_>, x: &mut [Vec<f64>]) {
+    for row in x.iter_mut() {
+        let sum: f64 = row.iter().sum();
+        if sum > 1.0 {
+            row.iter_mut().for_each(|v| *v /= sum);
+        }
+    }
+    for j in 0..p.types() {
+        let used: f64 = x.iter().zip(p.scale).map(|(row, s)| row[j] * s).sum();
+        if used > p.capacity[j] && used > 0.0 {
+            let f = p.capacity[j] / used;
+            x.iter_mut().for_each(|row| row[j] *= f);
+        }
+    }
+}

@@ -1,0 +1,232 @@
+use super::*;
+use proptest::prelude::*;
+
+const TOL: f64 = 1e-4;
+
+/// Throughputs, scale factors, capacities, and the allocation wanted.
+type Case = (Vec<Vec<f64>>, Vec<f64>, Vec<f64>, Vec<Vec<f64>>);
+
+fn problem<'a>(
+    throughputs: &'a [Vec<f64>],
+    scale: &'a [f64],
+    capacity: &'a [f64],
+    weights: &'a [f64],
+) -> Problem<'a> {
+    Problem {
+        throughputs,
+        scale,
+        capacity,
+        weights,
+    }
+}
+
+fn close(got: &[Vec<f64>], want: &[Vec<f64>]) -> bool {
+    got.iter()
+        .flatten()
+        .zip(want.iter().flatten())
+        .all(|(g, w)| (g - w).abs() < TOL)
+}
+
+fn row_sums(x: &[Vec<f64>]) -> Vec<f64> {
+    x.iter().map(|r| r.iter().sum()).collect()
+}
+
+/// Every allocation constraint of the module docs, to a float's rounding.
+fn assert_feasible(p: &Problem<'_>, a: &Allocation) {
+    assert_eq!(a.x.len(), p.throughputs.len());
+    for (m, row) in a.x.iter().enumerate() {
+        assert_eq!(row.len(), p.capacity.len());
+        for (j, v) in row.iter().enumerate() {
+            assert!((0.0..=1.0).contains(v), "X[{m}][{j}] = {v}");
+            if !p.usable(m, j) {
+                assert_eq!(*v, 0.0, "X[{m}][{j}] where it cannot run");
+            }
+        }
+        assert!(row.iter().sum::<f64>() <= 1.0 + 1e-9, "row {m}: {row:?}");
+    }
+    for j in 0..p.capacity.len() {
+        let used: f64 = a.x.iter().zip(p.scale).map(|(r, s)| r[j] * s).sum();
+        assert!(
+            used <= p.capacity[j] * (1.0 + 1e-9) + 1e-12,
+            "type {j}: {used}"
+        );
+    }
+}
+
+#[test]
+fn max_min_table() {
+    // (throughputs, scale, capacity, want X). Weights 1.
+    let cases: Vec<Case> = vec![
+        // Two equal jobs, one GPU: maximise min(x0, x1), x0 + x1 <= 1 -> 1/2 each.
+        (
+            vec![vec![1.0], vec![1.0]],
+            vec![1.0, 1.0],
+            vec![1.0],
+            vec![vec![0.5], vec![0.5]],
+        ),
+        // Scale factors, one type of 2 GPUs, rates equal: a 2-GPU job A, 1-GPU jobs B, C.
+        // Equal share 1 each; maximise min(2a, b, c) with 2a + b + c <= 2: 2a = b = c = t,
+        // 3t = 2 -> t = 2/3, a = 1/3 (the same GPU time as B and C).
+        (
+            vec![vec![1.0], vec![1.0], vec![1.0]],
+            vec![2.0, 1.0, 1.0],
+            vec![2.0],
+            vec![vec![1.0 / 3.0], vec![2.0 / 3.0], vec![2.0 / 3.0]],
+        ),
+        // Heterogeneous: one V100 and one K80; A runs 4 on V100, 1 on K80 (4x), B 2 and 1
+        // (2x). Equal shares: A (4 + 1) / 2 = 2.5, B (2 + 1) / 2 = 1.5. With both rows full
+        // (a1 + a2 = 1, b1 + b2 = 1, a1 + b1 = 1): A = (4 a1 + a2) / 2.5 = (4 - 3 b1) / 2.5,
+        // B = (2 b1 + 1 - b1) / 1.5 = (1 + b1) / 1.5; equal at 6 - 4.5 b1 = 2.5 + 2.5 b1,
+        // b1 = 1/2: both at 1.0, each half its time on each type.
+        (
+            vec![vec![4.0, 1.0], vec![2.0, 1.0]],
+            vec![1.0, 1.0],
+            vec![1.0, 1.0],
+            vec![vec![0.5, 0.5], vec![0.5, 0.5]],
+        ),
+    ];
+    for (i, (t, scale, cap, want)) in cases.iter().enumerate() {
+        let w = vec![1.0; t.len()];
+        let p = problem(t, scale, cap, &w);
+        let a = max_min_fairness(&p).unwrap();
+        assert_feasible(&p, &a);
+        assert!(close(&a.x, want), "case {i}: {:?} != {want:?}", a.x);
+    }
+}
+
+#[test]
+fn a_job_is_never_given_a_type_where_it_cannot_run() {
+    // One V100, one K80; A runs 2 on V100 and not on K80, B 1 on either. Equal shares: A
+    // 2 x 1/2 = 1, B (1 + 1) / 2 = 1. B's normalised throughput b1 + b2 <= 1 (its row), so
+    // the optimum is 1, reached with B's row full and 2 a1 >= 1: a1 in [1/2, 1], not unique.
+    let (t, scale, cap, w) = (
+        vec![vec![2.0, 0.0], vec![1.0, 1.0]],
+        vec![1.0, 1.0],
+        vec![1.0, 1.0],
+        vec![1.0, 1.0],
+    );
+    let p = problem(&t, &scale, &cap, &w);
+    let a = max_min_fairness(&p).unwrap();
+    assert_feasible(&p, &a);
+    assert_eq!(a.x[0][1], 0.0);
+    assert!(a.x[0][0] >= 0.5 - TOL, "{:?}", a.x);
+    assert!((row_sums(&a.x)[1] - 1.0).abs() < TOL, "{:?}", a.x);
+    assert!((a.objective - 1.0).abs() < TOL);
+}
+
+#[test]
+fn agnostic_max_min_gives_equal_time_whatever_the_speeds() {
+    // Three 1-GPU jobs on two 1-GPU types, speeds all different: the agnostic view sees 1s,
+    // so each job gets 2/3 of the time (rows 2/3, both GPUs busy); the split across types
+    // is not unique.
+    let t = vec![vec![4.0, 1.0], vec![2.0, 1.0], vec![1.0, 3.0]];
+    let flat = agnostic(&t);
+    assert_eq!(flat, vec![vec![1.0, 1.0]; 3]);
+    let (scale, cap, w) = (vec![1.0; 3], vec![1.0, 1.0], vec![1.0; 3]);
+    let p = problem(&flat, &scale, &cap, &w);
+    let a = max_min_fairness(&p).unwrap();
+    assert_feasible(&p, &a);
+    for s in row_sums(&a.x) {
+        assert!((s - 2.0 / 3.0).abs() < TOL, "{:?}", a.x);
+    }
+    // Equal share 1 (each type half the GPUs), objective 2/3.
+    assert!((a.objective - 2.0 / 3.0).abs() < TOL);
+    // Zeros stay zeros: a job that cannot run on a type is not sent there.
+    assert_eq!(agnostic(&[vec![3.0, 0.0]]), vec![vec![1.0, 0.0]]);
+}
+
+#[test]
+fn weights_divide_the_normalised_throughput() {
+    // Two equal jobs on one GPU, A of weight 2: maximise min(a / 2, b), a + b <= 1 ->
+    // a / 2 = b, a = 2/3, b = 1/3.
+    let (t, scale, cap, w) = (
+        vec![vec![1.0], vec![1.0]],
+        vec![1.0, 1.0],
+        vec![1.0],
+        vec![2.0, 1.0],
+    );
+    let a = max_min_fairness(&problem(&t, &scale, &cap, &w)).unwrap();
+    assert!(
+        close(&a.x, &[vec![2.0 / 3.0], vec![1.0 / 3.0]]),
+        "{:?}",
+        a.x
+    );
+}
+
+#[test]
+fn max_sum_table() {
+    // One V100, one K80; A 4 / 1, B 2 / 1. Maximise 4 a1 + a2 + 2 b1 + b2: A on V100, B on
+    // K80 gives 5; moving e of V100 time to B (and K80 time to A) gives 5 - 2e.
+    let (t, scale, cap, w) = (
+        vec![vec![4.0, 1.0], vec![2.0, 1.0]],
+        vec![1.0, 1.0],
+        vec![1.0, 1.0],
+        vec![1.0, 1.0],
+    );
+    let p = problem(&t, &scale, &cap, &w);
+    let a = max_sum_throughput(&p).unwrap();
+    assert_feasible(&p, &a);
+    assert!(close(&a.x, &[vec![1.0, 0.0], vec![0.0, 1.0]]), "{:?}", a.x);
+    assert!((a.objective - 5.0).abs() < TOL);
+}
+
+#[test]
+fn jobs_larger_than_a_type_get_no_time_there_and_empty_problems_are_empty() {
+    // A 4-GPU job on types of 2 and 8 GPUs: only the second.
+    let (t, scale, cap, w) = (vec![vec![1.0, 1.0]], vec![4.0], vec![2.0, 8.0], vec![1.0]);
+    let a = max_min_fairness(&problem(&t, &scale, &cap, &w)).unwrap();
+    assert_eq!(a.x[0][0], 0.0);
+    assert!((a.x[0][1] - 1.0).abs() < TOL);
+    let empty = max_min_fairness(&problem(&[], &[], &[1.0], &[])).unwrap();
+    assert!(empty.x.is_empty());
+    // A job that runs nowhere: no variables, all zeros, no solver call.
+    let none = max_sum_throughput(&problem(&[vec![0.0]], &[1.0], &[1.0], &[1.0])).unwrap();
+    assert_eq!(none.x, vec![vec![0.0]]);
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let t = vec![vec![1.0, 1.0]];
+    let err = max_min_fairness(&problem(&t, &[1.0, 1.0], &[1.0, 1.0], &[1.0])).unwrap_err();
+    assert!(
+        matches!(err, AllocationError::Shape { what: "scale", .. }),
+        "{err}"
+    );
+    let err = max_min_fairness(&problem(&t, &[0.5], &[1.0, 1.0], &[1.0])).unwrap_err();
+    assert!(
+        matches!(err, AllocationError::Value { what: "scale", .. }),
+        "{err}"
+    );
+    let bad = vec![vec![f64::NAN, 1.0]];
+    let err = max_sum_throughput(&problem(&bad, &[1.0], &[1.0, 1.0], &[1.0])).unwrap_err();
+    assert!(err.to_string().contains("throughputs[0]"), "{err}");
+    let err = max_sum_throughput(&problem(&[vec![1.0]], &[1.0], &[1.0, 1.0], &[1.0]));
+    assert!(matches!(err, Err(AllocationError::Shape { .. })));
+}
+
+fn instance() -> impl Strategy<Value = (Vec<Vec<f64>>, Vec<f64>, Vec<f64>, Vec<f64>)> {
+    (1usize..4, 1usize..14).prop_flat_map(|(n, m)| {
+        let rate = prop_oneof![Just(0.0), 0.05f64..20.0];
+        (
+            prop::collection::vec(prop::collection::vec(rate, n), m),
+            prop::collection::vec(prop::sample::select(vec![1.0, 2.0, 4.0, 8.0]), m),
+            prop::collection::vec((0u32..17).prop_map(f64::from), n),
+            prop::collection::vec(0.2f64..5.0, m),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn allocations_are_feasible((t, scale, cap, w) in instance()) {
+        let p = problem(&t, &scale, &cap, &w);
+        for a in [max_min_fairness(&p), max_sum_throughput(&p)] {
+            let a = a.expect("a well-formed instance solves");
+            assert_feasible(&p, &a);
+        }
+        let flat = agnostic(&t);
+        let p = problem(&flat, &scale, &cap, &w);
+        assert_feasible(&p, &max_min_fairness(&p).expect("solves"));
+    }
+}

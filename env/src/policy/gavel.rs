@@ -1,0 +1,524 @@
+//! `gavel-maxmin`, `gavel-maxmin-agnostic`, `gavel-maxsum`: Gavel's round-based policies
+//! (Narayanan et al., OSDI'20, §3 and §5; `scheduler/scheduler.py` of
+//! `stanford-futuredata/gavel` @ [`crate::throughput::gavel::COMMIT`]). Whole policies, not
+//! ORDER/PLACE parts: the allocation decides order, placement and preemption together.
+//!
+//! - **Allocation.** The active jobs (pending and running GPU jobs) and the cluster's GPU
+//!   models give an LP ([`crate::optim`]): `X[m][j]`, the fraction of time job `m` should run
+//!   on model `j`. Rates come from the run's throughput view for typed jobs, the catalog speed
+//!   for untyped ones (what the simulator runs them at); `-agnostic` sees 1 wherever a job can
+//!   run. As Gavel's simulator, the allocation is recomputed at a round when the job set has
+//!   changed and `reset_s` (1920 s) has passed since the last recomputation; jobs that arrived
+//!   since have no allocation and wait for it.
+//! - **Rounds** of `round_s` (360 s). At each, per model, jobs are ranked by priority =
+//!   `X[m][j] / share of time on j received since the last recomputation` (allocation x 1e9
+//!   before any), ties by deficit (time owed from earlier allocations), then allocation;
+//!   models are served fastest catalog speed first, each taking jobs down its ranking while
+//!   GPUs remain (`_schedule_jobs_on_workers_helper`). A running job given its current model
+//!   stays on its GPUs; the others are preempted, and the jobs to start are placed largest
+//!   first on their model (best fit, where the table rates the placement). Restarts pay the
+//!   simulator's restart overhead.
+//! - **Between rounds** (arrivals, completions) nothing is preempted: pending jobs with an
+//!   allocation start on GPUs left free, by the same ranking. A decision with nothing
+//!   running is a round at once, with a fresh allocation if the job set changed.
+//! - A job whose node constraints keep it off the model it was given (the LP counts GPUs,
+//!   not labels) tries the other models where its allocation is positive, then anywhere.
+//!
+//! The policy keeps its own round clock; run with `tick_s = round_s` (the CLI's default for
+//! these names) so that it is asked at every round while jobs wait. It never reads a job's
+//! duration or progress. CPU-only jobs and jobs no single model can hold (a gang larger than
+//! every model) are outside the rounds: they start best fit when they fit and are not
+//! preempted.
+
+use super::context::DecisionContext;
+use super::heuristic::{Placer, Rated, StrategyPlacer};
+use super::place::restricted_to;
+use super::planner::Planner;
+use super::{Decision, Placement, Policy, PolicyError};
+use crate::cluster::FitStrategy;
+use crate::optim::{self, AllocationError, Problem};
+use crate::units::{GpuModelId, JobId, SimTime};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Gavel's round and allocation-reset intervals (`scheduler.py`: `time_per_iteration=360`,
+/// `minimum_time_between_allocation_resets=1920`).
+pub const GAVEL_RESET_S: f64 = 1920.0;
+
+/// The `[gavel]` knobs of a policy config file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GavelConfig {
+    /// Seconds per round (Gavel: 360).
+    pub round_s: f64,
+    /// Least seconds between two recomputations of the allocation (Gavel: 1920); 0: at every
+    /// round where the job set changed.
+    pub reset_s: f64,
+}
+
+impl Default for GavelConfig {
+    fn default() -> Self {
+        GavelConfig {
+            round_s: super::modifier::GAVEL_ROUND_S,
+            reset_s: GAVEL_RESET_S,
+        }
+    }
+}
+
+impl GavelConfig {
+    fn resolve(&self) -> Result<(SimTime, SimTime), String> {
+        let round = SimTime::from_secs_f64(self.round_s)
+            .filter(|t| *t > SimTime::ZERO)
+            .ok_or_else(|| format!("gavel round_s must be > 0, got {}", self.round_s))?;
+        let reset = SimTime::from_secs_f64(self.reset_s)
+            .ok_or_else(|| format!("gavel reset_s must be >= 0, got {}", self.reset_s))?;
+        Ok((round, reset))
+    }
+}
+
+/// Which of Gavel's objectives the rounds follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GavelObjective {
+    /// Heterogeneity-aware max-min fairness (Gavel's LAS, `max_min_fairness_perf`).
+    MaxMin,
+    /// The same with every rate 1 (`max_min_fairness`): the baseline Gavel compares with.
+    MaxMinAgnostic,
+    /// Max-sum of normalised throughput (`max_sum_throughput_perf`).
+    MaxSum,
+}
+
+/// A job's time on each GPU model since the allocation was last recomputed.
+#[derive(Debug, Clone)]
+struct Received {
+    /// When the job entered the books, or the last recomputation if later.
+    since: SimTime,
+    /// Wall ms run on each cluster GPU model since then.
+    ms: Vec<u64>,
+    /// Per model: time owed from earlier allocations (allocated minus received), ms.
+    deficit: Vec<f64>,
+}
+
+/// Gavel's round-based policy; see the module docs.
+pub struct GavelRounds {
+    name: String,
+    objective: GavelObjective,
+    round: SimTime,
+    reset: SimTime,
+    next_round: Option<SimTime>,
+    last_reset: Option<SimTime>,
+    last_seen: Option<SimTime>,
+    /// The allocation: per job in it, per cluster GPU model.
+    x: BTreeMap<JobId, Vec<f64>>,
+    /// Jobs of the allocation that no single GPU model can hold (a gang larger than every
+    /// model, or rated nowhere): outside the rounds, started best fit when they fit.
+    outside: BTreeSet<JobId>,
+    /// Whether the active job set changed since the allocation was computed.
+    stale: bool,
+    books: BTreeMap<JobId, Received>,
+    placer: Rated<StrategyPlacer>,
+}
+
+impl std::fmt::Debug for GavelRounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GavelRounds")
+            .field("name", &self.name)
+            .field("jobs", &self.x.len())
+            .finish()
+    }
+}
+
+/// Priority of a job never run on a model since the last recomputation (`new_priority =
+/// allocation * 1e9` in Gavel).
+const UNSERVED: f64 = 1e9;
+
+impl GavelRounds {
+    pub fn new(
+        name: &str,
+        objective: GavelObjective,
+        config: &GavelConfig,
+    ) -> Result<Self, String> {
+        let (round, reset) = config.resolve()?;
+        Ok(GavelRounds {
+            name: name.to_string(),
+            objective,
+            round,
+            reset,
+            next_round: None,
+            last_reset: None,
+            last_seen: None,
+            x: BTreeMap::new(),
+            stale: true,
+            outside: BTreeSet::new(),
+            books: BTreeMap::new(),
+            placer: Rated::new(StrategyPlacer::new("best-fit", FitStrategy::BestFit)),
+        })
+    }
+
+    /// The allocation row of `job` (per cluster GPU model), if it has one.
+    pub fn allocation(&self, job: JobId) -> Option<&[f64]> {
+        self.x.get(&job).map(Vec::as_slice)
+    }
+
+    /// Adds the time running jobs ran since the previous decision to their books.
+    fn account(&mut self, ctx: &DecisionContext<'_>, models: usize) {
+        let now = ctx.now();
+        let cluster = ctx.cluster();
+        for alloc in cluster.running() {
+            let Some(model) = model_of(&cluster, alloc.job) else {
+                continue;
+            };
+            let rt = ctx.runtime(alloc.job);
+            let from = rt
+                .run_start
+                .unwrap_or(now)
+                .max(self.last_seen.unwrap_or(now));
+            let entry = self.books.entry(alloc.job).or_insert_with(|| Received {
+                since: from,
+                ms: vec![0; models],
+                deficit: vec![0.0; models],
+            });
+            if let Some(ms) = entry.ms.get_mut(model.index()) {
+                *ms += now.saturating_sub(from.max(entry.since)).ms();
+            }
+        }
+    }
+
+    /// Recomputes the allocation for `active` and starts new books: each job's time owed
+    /// under the old allocation goes to its deficit (`_reset_time_run_so_far`).
+    fn reallocate(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        active: &[JobId],
+    ) -> Result<(), AllocationError> {
+        let now = ctx.now();
+        let cluster = ctx.cluster();
+        let spec = cluster.spec();
+        let models = spec.models.len();
+        let mut capacity = vec![0.0; models];
+        for n in &spec.nodes {
+            if let Some(m) = n.gpu_model {
+                capacity[m.index()] += f64::from(n.gpus);
+            }
+        }
+        let view = ctx.throughputs();
+        let rows: Vec<Vec<f64>> = active
+            .iter()
+            .map(|id| {
+                let job = ctx.job(*id);
+                let mut row = vec![0.0; models];
+                match view.filter(|v| v.is_typed(*id)) {
+                    Some(v) => {
+                        for (m, speed) in v.speeds(job) {
+                            row[m.index()] = speed;
+                        }
+                    }
+                    None => {
+                        let mask = spec.model_mask(&job.gpu_types);
+                        for (i, m) in spec.models.iter().enumerate() {
+                            if mask & (1u64 << i) != 0 && capacity[i] > 0.0 {
+                                row[i] = m.speed;
+                            }
+                        }
+                    }
+                }
+                row
+            })
+            .collect();
+        let rows = match self.objective {
+            GavelObjective::MaxMinAgnostic => optim::agnostic(&rows),
+            _ => rows,
+        };
+        let scale: Vec<f64> = active
+            .iter()
+            .map(|id| (ctx.job(*id).gpus_total() as f64).max(1.0))
+            .collect();
+        self.outside = active
+            .iter()
+            .zip(&rows)
+            .zip(&scale)
+            .filter(|((_, row), s)| {
+                !row.iter()
+                    .zip(&capacity)
+                    .any(|(t, c)| *t > 0.0 && **s <= *c)
+            })
+            .map(|((id, _), _)| *id)
+            .collect();
+        let weights = vec![1.0; active.len()];
+        let problem = Problem {
+            throughputs: &rows,
+            scale: &scale,
+            capacity: &capacity,
+            weights: &weights,
+        };
+        let allocation = match self.objective {
+            GavelObjective::MaxSum => optim::max_sum_throughput(&problem)?,
+            _ => optim::max_min_fairness(&problem)?,
+        };
+        for (id, book) in self.books.iter_mut() {
+            let elapsed = now.saturating_sub(book.since).ms() as f64;
+            if let Some(old) = self.x.get(id) {
+                for (j, owed) in book.deficit.iter_mut().enumerate() {
+                    *owed += old.get(j).copied().unwrap_or(0.0) * elapsed
+                        - book.ms.get(j).copied().unwrap_or(0) as f64;
+                }
+            }
+            book.since = now;
+            book.ms.iter_mut().for_each(|ms| *ms = 0);
+        }
+        self.x = active.iter().copied().zip(allocation.x).collect();
+        for id in active {
+            self.books.entry(*id).or_insert_with(|| Received {
+                since: now,
+                ms: vec![0; models],
+                deficit: vec![0.0; models],
+            });
+        }
+        self.last_reset = Some(now);
+        self.stale = false;
+        Ok(())
+    }
+
+    /// `(priority, deficit, allocation)` of `job` on model `j` (`_update_priorities`).
+    fn rank(&self, now: SimTime, job: JobId, j: usize) -> (f64, f64, f64) {
+        let x = self
+            .x
+            .get(&job)
+            .and_then(|r| r.get(j))
+            .copied()
+            .unwrap_or(0.0);
+        let Some(book) = self.books.get(&job) else {
+            return (x * UNSERVED, 0.0, x);
+        };
+        let elapsed = now.saturating_sub(book.since).ms() as f64;
+        let got = book.ms.get(j).copied().unwrap_or(0) as f64;
+        let deficit = book.deficit.get(j).copied().unwrap_or(0.0);
+        let priority = if got > 0.0 && elapsed > 0.0 {
+            x / (got / elapsed)
+        } else {
+            x * UNSERVED
+        };
+        (priority, deficit, x)
+    }
+}
+
+/// The cluster GPU model of running `job` (its first node's).
+fn model_of(cluster: &crate::cluster::ClusterState, job: JobId) -> Option<GpuModelId> {
+    let alloc = cluster.allocation(job)?;
+    let node = alloc.tasks.first()?.node;
+    cluster.spec().nodes.get(node.index())?.gpu_model
+}
+
+impl Policy for GavelRounds {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
+        let now = ctx.now();
+        let models = ctx.cluster().spec().models.len();
+        self.account(ctx, models);
+        self.last_seen = Some(now);
+        // Active GPU jobs, in id order.
+        let running: BTreeSet<JobId> = ctx.cluster().running().map(|a| a.job).collect();
+        let active: Vec<JobId> = ctx
+            .pending()
+            .map(|p| p.spec.id)
+            .chain(running.iter().copied())
+            .filter(|id| ctx.job(*id).gpus_total() > 0)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        self.books.retain(|id, _| active.binary_search(id).is_ok());
+        if self.x.len() != active.len() || active.iter().any(|id| !self.x.contains_key(id)) {
+            self.stale = true;
+        }
+        // An idle cluster does not wait for the round (nor for the reset interval): nothing
+        // runs to be preempted, and the simulator stops asking once nothing runs.
+        let idle = running.is_empty();
+        let round = idle || self.next_round.is_none_or(|t| now >= t);
+        if round {
+            self.next_round = Some(now.saturating_add(self.round));
+            let reset_due = idle
+                || self
+                    .last_reset
+                    .is_none_or(|t| now.saturating_sub(t) >= self.reset);
+            if self.stale && reset_due {
+                self.reallocate(ctx, &active)
+                    .map_err(|e| PolicyError::Failed {
+                        policy: self.name.clone(),
+                        message: e.to_string(),
+                    })?;
+            }
+        }
+        Ok(self.plan(ctx, &active, &running, round))
+    }
+}
+
+impl GavelRounds {
+    /// The round's (or, between rounds, the fill's) decision; see the module docs.
+    fn plan(
+        &mut self,
+        ctx: &DecisionContext<'_>,
+        active: &[JobId],
+        running: &BTreeSet<JobId>,
+        round: bool,
+    ) -> Decision {
+        let now = ctx.now();
+        let cluster = ctx.cluster();
+        let spec = cluster.spec();
+        // GPUs left per model once pinned jobs are counted: all running jobs between rounds;
+        // at a round, those it may not move (not preemptible, or outside the allocation).
+        let mut left = vec![0u64; spec.models.len()];
+        for n in &spec.nodes {
+            if let Some(m) = n.gpu_model {
+                left[m.index()] += u64::from(n.gpus);
+            }
+        }
+        let old_tasks: BTreeMap<JobId, std::sync::Arc<[crate::cluster::TaskPlacement]>> = running
+            .iter()
+            .filter_map(|id| Some((*id, cluster.allocation(*id)?.tasks.clone())))
+            .collect();
+        let current: BTreeMap<JobId, GpuModelId> = running
+            .iter()
+            .filter_map(|id| Some((*id, model_of(&cluster, *id)?)))
+            .collect();
+        let movable_set: BTreeSet<JobId> = running
+            .iter()
+            .copied()
+            .filter(|id| {
+                round
+                    && cluster.allocation(*id).is_some_and(|a| a.preemptible)
+                    && self.x.contains_key(id)
+                    && !self.outside.contains(id)
+            })
+            .collect();
+        let movable = |id: &JobId| movable_set.contains(id);
+        for id in running.iter().filter(|id| !movable(id)) {
+            if let Some(m) = current.get(id) {
+                left[m.index()] = left[m.index()].saturating_sub(ctx.job(*id).gpus_total());
+            }
+        }
+        // Models fastest catalog speed first (Gavel: v100, p100, k80), then by id.
+        let mut order: Vec<usize> = (0..spec.models.len()).collect();
+        order.sort_by(|a, b| {
+            spec.models[*b]
+                .speed
+                .total_cmp(&spec.models[*a].speed)
+                .then(a.cmp(b))
+        });
+        let candidates: Vec<JobId> = active
+            .iter()
+            .copied()
+            .filter(|id| !running.contains(id) || movable(id))
+            .filter(|id| self.x.contains_key(id))
+            .collect();
+        let mut chosen: BTreeMap<JobId, usize> = BTreeMap::new();
+        for &j in &order {
+            let mut queue: Vec<(JobId, (f64, f64, f64))> = candidates
+                .iter()
+                .filter(|id| self.x[*id].get(j).is_some_and(|x| *x > 0.0))
+                .map(|id| (*id, self.rank(now, *id, j)))
+                .collect();
+            queue.sort_by(|a, b| {
+                let (pa, da, xa) = a.1;
+                let (pb, db, xb) = b.1;
+                pb.total_cmp(&pa)
+                    .then(db.total_cmp(&da))
+                    .then(xb.total_cmp(&xa))
+                    .then(a.0.cmp(&b.0))
+            });
+            for (id, _) in queue {
+                let need = ctx.job(id).gpus_total();
+                if chosen.contains_key(&id) || need > left[j] {
+                    continue;
+                }
+                left[j] -= need;
+                chosen.insert(id, j);
+            }
+        }
+        drop(cluster);
+        let mut decision = Decision::default();
+        let mut planner = ctx.planner();
+        // Movable jobs not chosen, or chosen elsewhere, stop: all are freed first, so that
+        // two jobs can swap models.
+        let mut moves = Vec::new();
+        for id in running.iter().filter(|id| movable(id)) {
+            match (chosen.get(id), current.get(id)) {
+                (Some(j), Some(m)) if *j == m.index() => continue,
+                (Some(_), _) => moves.push(*id),
+                (None, _) => decision.preemptions.push(*id),
+            }
+            planner.free_running(*id);
+        }
+        self.placer.observe(ctx);
+        // Where a job goes when its constraints keep it off the model it was given: the
+        // other models, fastest first.
+        let fallbacks = order.clone();
+        // Jobs to start (and to move), largest first.
+        let mut starts: Vec<(JobId, usize)> = chosen
+            .iter()
+            .filter(|(id, _)| !running.contains(id) || moves.contains(id))
+            .map(|(id, j)| (*id, *j))
+            .collect();
+        starts.sort_by_key(|(id, _)| (std::cmp::Reverse(ctx.job(*id).gpus_total()), *id));
+        let mut stuck = Vec::new();
+        for (id, j) in starts {
+            match self.place_on(&mut planner, ctx.job(id), j, &fallbacks) {
+                Some(tasks) => {
+                    if running.contains(&id) {
+                        decision.preemptions.push(id);
+                    }
+                    decision.placements.push(Placement { job: id, tasks });
+                }
+                None if running.contains(&id) => stuck.push(id),
+                None => {}
+            }
+        }
+        // A job that could not move stays where it was if its GPUs are still free.
+        for id in stuck {
+            let tasks = old_tasks.get(&id).map(|t| t.to_vec()).unwrap_or_default();
+            if tasks.is_empty() || planner.reserve(ctx.job(id), &tasks).is_err() {
+                decision.preemptions.push(id);
+            }
+        }
+        // Jobs outside the rounds (CPU-only, or no single model holds them): best fit when
+        // they fit.
+        let outside = ctx
+            .pending()
+            .filter(|p| p.spec.gpus_total() == 0 || self.outside.contains(&p.spec.id));
+        for p in outside {
+            if let Some(tasks) = self.placer.place(&mut planner, p.spec) {
+                decision.placements.push(Placement {
+                    job: p.spec.id,
+                    tasks,
+                });
+            }
+        }
+        decision
+    }
+
+    /// Places `job` on model `j`, else (its node constraints keep it off `j`, or `j`'s free
+    /// GPUs are fragmented) on the first model of `fallbacks` where its allocation is
+    /// positive, else anywhere it runs: never stuck where the LP's capacity count, which
+    /// knows no constraints, says it fits.
+    fn place_on(
+        &mut self,
+        planner: &mut Planner<'_>,
+        job: &crate::job::JobSpec,
+        j: usize,
+        fallbacks: &[usize],
+    ) -> Option<Vec<crate::cluster::TaskPlacement>> {
+        let row = self.x.get(&job.id).cloned().unwrap_or_default();
+        let others = fallbacks
+            .iter()
+            .copied()
+            .filter(|k| *k != j && row.get(*k).is_some_and(|x| *x > 0.0));
+        for k in std::iter::once(j).chain(others) {
+            let restricted = restricted_to(job, planner.state().spec(), &[GpuModelId(k as u32)]);
+            if let Some(tasks) = self.placer.place(planner, &restricted) {
+                return Some(tasks);
+            }
+        }
+        self.placer.place(planner, job)
+    }
+}
