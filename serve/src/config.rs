@@ -63,6 +63,9 @@ pub struct ServeConfig {
     /// the nearest catalog names), since a misspelt model would silently be a model of its
     /// own. The Kubernetes extender and `ReportNodes` take them either way.
     pub allow_unknown_gpu_models: bool,
+    /// The starvation bound on every answer (`bound.rs`, docs/simulator.md): `"auto"` (learned
+    /// from the jobs a session saw finish; none without a session), `"off"`, or seconds.
+    pub starvation_bound: lachesis_env::policy::StarvationBound,
     pub routing: RoutingConfig,
     pub grpc: GrpcConfig,
     pub http: HttpConfig,
@@ -88,6 +91,7 @@ impl Default for ServeConfig {
             max_sessions: 64,
             session_ttl_s: 600,
             allow_unknown_gpu_models: false,
+            starvation_bound: lachesis_env::policy::StarvationBound::Auto,
             routing: RoutingConfig::default(),
             grpc: GrpcConfig::default(),
             http: HttpConfig::default(),

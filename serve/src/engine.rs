@@ -851,6 +851,19 @@ impl Engine {
         request_id: &str,
         started: Instant,
     ) -> (proto::DecideResponse, Option<World>) {
+        // The starvation bound sits below whoever decided (`bound.rs`).
+        world.set_starvation_bound(self.cfg.starvation_bound);
+        let mut answer = answer;
+        let (decision, effect, held) =
+            crate::bound::apply_held(&mut world, std::mem::take(&mut answer.decision));
+        answer.decision = decision;
+        if effect != crate::bound::BoundEffect::default() {
+            tracing::debug!(
+                vetoed = effect.vetoed,
+                started = effect.started,
+                "starvation bound"
+            );
+        }
         let placements = answer
             .decision
             .placements
@@ -870,7 +883,11 @@ impl Engine {
             .map(|p| world.placement_to_proto(p))
             .collect();
         let (pending, world) = match world.apply(&answer.decision) {
-            Ok(()) => (pending_reasons(&world, &answer.decision), Some(world)),
+            Ok(()) => {
+                let mut pending = pending_reasons(&world, &answer.decision);
+                crate::bound::reasons(&world, &held, &mut pending);
+                (pending, Some(world))
+            }
             Err(e) => {
                 tracing::error!(error = %e, "a shielded decision did not apply");
                 (Vec::new(), None)

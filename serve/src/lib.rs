@@ -9,6 +9,7 @@
 //! Depends on `lachesis-env` (world model, feasibility, heuristics) and `lachesis-agent`
 //! (learned policies). Proto types stay in this crate: the CLI talks to it through functions.
 
+pub mod bound;
 pub mod client;
 pub mod config;
 pub mod dashboard;

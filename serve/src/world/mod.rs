@@ -13,7 +13,8 @@ use lachesis_env::constraint::Constraints;
 use lachesis_env::gpu::GpuModel;
 use lachesis_env::job::{Elastic, JobKind, JobSpec, Qos, TaskRequest, WorkloadType};
 use lachesis_env::policy::{
-    Decision, DecisionContext, JobRuntime, JobState, Placement, ThroughputView,
+    Decision, DecisionContext, JobRuntime, JobState, Placement, StarvationBound, StarvationGuard,
+    ThroughputView,
 };
 use lachesis_env::throughput::ThroughputTable;
 use lachesis_env::units::{GPU_MILLI, GpuModelId, JobId, NodeId, SimTime, TenantId};
@@ -95,6 +96,10 @@ pub struct World {
     /// The table resolved against this world's jobs and cluster, for policies and the shield
     /// (rebuilt whenever the jobs change: `refresh_view`).
     view: Option<Arc<ThroughputView>>,
+    /// The starvation bound on this world's answers (`bound.rs`): what `auto` learned from
+    /// the jobs a session saw finish, and the jobs started past the bound. Off until the
+    /// engine sets the configured bound (`set_starvation_bound`).
+    guard: StarvationGuard,
 }
 
 impl World {
@@ -337,6 +342,7 @@ impl World {
             label_keys: label_keys.map(Arc::new),
             table: table.cloned(),
             view: None,
+            guard: StarvationGuard::new(StarvationBound::Off),
         };
         world.reserve_unlisted(&snapshot.nodes)?;
         world.reserved = real_jobs..world.jobs.len();
@@ -577,6 +583,23 @@ impl World {
             self.pending.remove(&p.job);
         }
         Ok(())
+    }
+
+    /// Puts `setting` in force on this world's answers, unless it already is (a session's
+    /// world keeps what its guard learned).
+    pub fn set_starvation_bound(&mut self, setting: StarvationBound) {
+        if self.guard.setting() != setting {
+            self.guard = StarvationGuard::new(setting);
+        }
+    }
+
+    /// The starvation guard of this world's answers.
+    pub fn starvation_guard(&self) -> &StarvationGuard {
+        &self.guard
+    }
+
+    pub(crate) fn starvation_guard_mut(&mut self) -> &mut StarvationGuard {
+        &mut self.guard
     }
 
     /// A placement in the request's names.

@@ -1,0 +1,285 @@
+//! The starvation bound on the service's answers: the simulator's rule
+//! (`lachesis_env::policy::StarvationGuard`, docs/simulator.md) applied to whatever answer the
+//! service gives, the model's or a fallback heuristic's, after the shield. A pending job
+//! waiting past the bound (since its submit, or since it last ran: `wait_ms`, `idle_ms`) gets
+//! nodes reserved; the answer's starts, shares and resizes onto them are dropped, the job is
+//! started where it fits now, and a job started past the bound is never preempted or resized
+//! while the world lives (a session's world; a sessionless request has no memory of it).
+//!
+//! `auto` learns its bound from the jobs a session saw finish (its deltas' `finished`): a
+//! sessionless request, or a session before 20 jobs finished, has none. A bound in seconds
+//! holds from the first request.
+
+use crate::proto;
+use crate::world::World;
+use lachesis_env::policy::{Decision, JobState, Placement, Reservations};
+use lachesis_env::units::JobId;
+
+/// What the bound changed in an answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BoundEffect {
+    /// Preemptions, resizes, starts and shares dropped.
+    pub vetoed: usize,
+    /// Jobs waiting past the bound that the service started itself.
+    pub started: usize,
+}
+
+/// Applies `world`'s starvation bound to `decision` (one the shield accepted): the answer
+/// that keeps every reservation, still feasible on `world`.
+pub fn apply(world: &mut World, decision: Decision) -> (Decision, BoundEffect) {
+    let (decision, effect, _) = apply_held(world, decision);
+    (decision, effect)
+}
+
+/// [`apply`], with the reservations it kept (empty when no job waits past the bound).
+pub fn apply_held(
+    world: &mut World,
+    mut decision: Decision,
+) -> (Decision, BoundEffect, Reservations) {
+    let mut effect = BoundEffect::default();
+    let Some(bound) = world.starvation_guard().bound() else {
+        return (decision, effect, Reservations::default());
+    };
+    let now = world.now();
+    let waited = |world: &World, id: JobId| {
+        let ctx = world.context();
+        let since = ctx.runtime(id).last_stop.unwrap_or(world.job(id).submit);
+        now.saturating_sub(since)
+    };
+    let starving = world.pending().any(|id| waited(world, id) >= bound);
+    let guard = world.starvation_guard();
+    let touches_protected = decision.preemptions.iter().any(|j| guard.protects(*j))
+        || decision.resizes.iter().any(|p| guard.protects(p.job));
+    if !starving && !touches_protected {
+        return (decision, effect, Reservations::default());
+    }
+    // Tried on a copy, in the simulator's order: what the bound refuses is dropped, and what
+    // counted on room a refused preemption would have freed no longer fits and goes too.
+    let mut state = world.cluster_clone();
+    let before = decision.preemptions.len() + decision.resizes.len();
+    decision.preemptions.retain(|j| !guard.protects(*j));
+    decision.preemptions.retain(|j| state.preempt(*j).is_ok());
+    let waiting: Vec<(JobId, lachesis_env::units::SimTime)> =
+        world.pending().map(|id| (id, waited(world, id))).collect();
+    let mut guard = world.starvation_guard().clone();
+    let held = guard.plan(
+        &mut state,
+        waiting.iter().map(|(id, w)| (world.job(*id), *w)),
+    );
+    decision.resizes.retain(|p| {
+        !guard.protects(p.job)
+            && held.admits(p.job, &p.tasks)
+            && state.resize(world.job(p.job), p.tasks.clone()).is_ok()
+    });
+    effect.vetoed += before - decision.preemptions.len() - decision.resizes.len();
+    let mut keep = |p: &Placement, shared: bool| {
+        let job = world.job(p.job);
+        let ok = held.admits(p.job, &p.tasks)
+            && if shared {
+                state.allocate_shared(job, p.tasks.clone()).is_ok()
+            } else {
+                state.allocate(job, p.tasks.clone()).is_ok()
+            };
+        effect.vetoed += usize::from(!ok);
+        ok
+    };
+    decision.placements.retain(|p| keep(p, false));
+    decision.shares.retain(|p| keep(p, true));
+    for (job, tasks) in &held.starts {
+        let placed = (decision.placements.iter().chain(&decision.shares)).any(|p| p.job == *job);
+        if !placed && state.allocate(world.job(*job), tasks.clone()).is_ok() {
+            decision.placements.push(Placement {
+                job: *job,
+                tasks: tasks.clone(),
+            });
+            effect.started += 1;
+        }
+    }
+    for p in decision.placements.iter().chain(&decision.shares) {
+        if held.starving.contains(&p.job) {
+            guard.started(p.job);
+        }
+    }
+    *world.starvation_guard_mut() = guard;
+    debug_assert!(
+        decision
+            .placements
+            .iter()
+            .all(|p| world.context().runtime(p.job).state == JobState::Pending)
+    );
+    (decision, effect, held)
+}
+
+/// Rewrites the pending reasons of an answer the bound shaped (`held`, on `after`, the world
+/// with the answer applied): a job waiting past the bound is `reserved`; a job that would fit
+/// now but only on nodes held for one is `behind` it.
+pub fn reasons(after: &World, held: &Reservations, reasons: &mut [proto::PendingReason]) {
+    if held.is_empty() {
+        return;
+    }
+    let bound_s = after
+        .starvation_guard()
+        .bound()
+        .map_or(0.0, |b| b.secs_f64());
+    for r in reasons.iter_mut() {
+        let Some(id) = after.job_id(&r.job) else {
+            continue;
+        };
+        if held.starving.contains(&id) {
+            r.kind = "reserved".into();
+            r.message = format!(
+                "waited past the starvation bound ({bound_s:.0} s): nodes it can use are held                  for it, no other job starts there, until it fits ({})",
+                r.message
+            );
+        } else if r.kind == "held" {
+            let fit = after
+                .cluster_what_if()
+                .find_job_placement(after.job(id), lachesis_env::cluster::FitStrategy::BestFit);
+            let owner = fit
+                .iter()
+                .flatten()
+                .find_map(|t| held.holder(t.node))
+                .filter(|o| *o != id);
+            if let Some(owner) = owner {
+                let name = after.job(owner).name.clone();
+                r.kind = "behind".into();
+                r.message = format!(
+                    "fits only on nodes held for job {name:?}, which waited past the                      starvation bound"
+                );
+                r.blocked_by = name;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lachesis_env::cluster::TaskPlacement;
+    use lachesis_env::policy::{StarvationBound, StarvationGuard};
+    use lachesis_env::units::NodeId;
+
+    const HOUR_MS: u64 = 3_600_000;
+
+    fn job(id: &str, gpus: u32, wait_ms: u64) -> proto::Job {
+        proto::Job {
+            id: id.into(),
+            gpus_per_task: gpus,
+            cpu_milli: 1000,
+            mem_mib: 1024,
+            preemptible: true,
+            wait_ms,
+            ..Default::default()
+        }
+    }
+
+    /// One node of 4 V100s; `running` 1-GPU jobs on GPUs 0.. (run 1 h); pending: `big` (4
+    /// GPUs, waited 10 h) and `small` (1 GPU, waited 1 min).
+    fn world(running: usize) -> World {
+        let snap = proto::Snapshot {
+            now_ms: 100 * HOUR_MS,
+            nodes: vec![proto::Node {
+                name: "n0".into(),
+                gpu_model: "V100".into(),
+                gpus: 4,
+                cpu_milli: 64_000,
+                mem_mib: 512_000,
+                ..Default::default()
+            }],
+            running: (0..running)
+                .map(|i| proto::RunningJob {
+                    job: Some(job(&format!("r{i}"), 1, 2 * HOUR_MS)),
+                    tasks: vec![proto::TaskPlacement {
+                        node: "n0".into(),
+                        gpus: vec![i as u32],
+                    }],
+                    run_ms: HOUR_MS,
+                })
+                .collect(),
+            pending: vec![job("big", 4, 10 * HOUR_MS), job("small", 1, 60_000)],
+            ..Default::default()
+        };
+        World::build(&snap).unwrap()
+    }
+
+    fn start(world: &World, name: &str, gpus: &[u8]) -> Placement {
+        Placement {
+            job: world.job_id(name).unwrap(),
+            tasks: vec![TaskPlacement {
+                node: NodeId(0),
+                gpus: gpus.to_vec(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_job_past_the_bound_drains_its_node_and_is_started_and_kept_there() {
+        // Off: the answer goes through as it is.
+        let mut w = world(1);
+        let small = start(&w, "small", &[1]);
+        let d = Decision {
+            placements: vec![small.clone()],
+            ..Decision::default()
+        };
+        let (same, effect) = apply(&mut w, d.clone());
+        assert_eq!((same, effect), (d.clone(), BoundEffect::default()));
+        // A 2 h bound: `big` (10 h) does not fit beside r0, so the node drains for it and
+        // `small` may not start there.
+        w.set_starvation_bound(StarvationBound::Secs(7200.0));
+        let (d, effect, held) = apply_held(&mut w, d);
+        assert!(d.placements.is_empty(), "{d:?}");
+        assert_eq!(
+            effect,
+            BoundEffect {
+                vetoed: 1,
+                started: 0
+            }
+        );
+        // Their pending reasons say so: `big` is reserved, `small` behind it.
+        w.apply(&d).unwrap();
+        let mut why = crate::reasons::pending_reasons(&w, &d);
+        reasons(&w, &held, &mut why);
+        let of = |name: &str| why.iter().find(|r| r.job == name).unwrap().clone();
+        assert_eq!(of("big").kind, "reserved", "{why:?}");
+        assert!(
+            of("big").message.contains("starvation bound (7200 s)"),
+            "{why:?}"
+        );
+        assert_eq!(
+            (of("small").kind.as_str(), of("small").blocked_by.as_str()),
+            ("behind", "big")
+        );
+        // The same reservation as the simulator's guard makes on the same state.
+        let mut sim = StarvationGuard::new(StarvationBound::Secs(7200.0));
+        let mut state = w.cluster_clone();
+        let waiting: Vec<_> = w
+            .pending()
+            .map(|id| (w.job(id), w.now().saturating_sub(w.job(id).submit)))
+            .collect();
+        let held = sim.plan(&mut state, waiting.into_iter());
+        assert_eq!(held.holder(NodeId(0)), w.job_id("big"));
+        // With the node empty, the service starts `big` on an empty answer, and a later
+        // answer that preempts it is refused.
+        let mut w = world(0);
+        w.set_starvation_bound(StarvationBound::Secs(7200.0));
+        let (d, effect) = apply(&mut w, Decision::default());
+        assert_eq!(
+            effect,
+            BoundEffect {
+                vetoed: 0,
+                started: 1
+            }
+        );
+        assert_eq!(d.placements.len(), 1);
+        let big = w.job_id("big").unwrap();
+        assert_eq!(d.placements[0].job, big);
+        w.apply(&d).unwrap();
+        let evict = Decision {
+            preemptions: vec![big],
+            ..Decision::default()
+        };
+        let (d, effect) = apply(&mut w, evict);
+        assert!(d.preemptions.is_empty());
+        assert_eq!(effect.vetoed, 1);
+    }
+}
