@@ -3,12 +3,12 @@
 //! service gives, the model's or a fallback heuristic's, after the shield. A pending job
 //! waiting past the bound (since its submit, or since it last ran: `wait_ms`, `idle_ms`) gets
 //! nodes reserved; the answer's starts, shares and resizes onto them are dropped, the job is
-//! started where it fits now, and a job started past the bound is never preempted or resized
-//! while the world lives (a session's world; a sessionless request has no memory of it).
+//! started where it fits now, and a running job that had waited past the bound when its run
+//! began (its `wait_ms` less its `run_ms`) is never preempted or resized.
 //!
-//! `auto` learns its bound from the jobs a session saw finish (its deltas' `finished`): a
-//! sessionless request, or a session before 20 jobs finished, has none. A bound in seconds
-//! holds from the first request.
+//! Everything is read from the snapshot, so a session answers as the same cluster sent whole
+//! would. `auto` derives the bound from the run times of finished jobs, which a snapshot does
+//! not carry: in the service it is no bound, and `starvation_bound` in seconds sets one.
 
 use crate::proto;
 use crate::world::World;
@@ -47,9 +47,15 @@ pub fn apply_held(
         now.saturating_sub(since)
     };
     let starving = world.pending().any(|id| waited(world, id) >= bound);
-    let guard = world.starvation_guard();
-    let touches_protected = decision.preemptions.iter().any(|j| guard.protects(*j))
-        || decision.resizes.iter().any(|p| guard.protects(p.job));
+    // A running job that had waited past the bound when its run began.
+    let protects = |id: JobId| {
+        let rt = *world.context().runtime(id);
+        let since = rt.last_stop.unwrap_or(world.job(id).submit);
+        rt.run_start
+            .is_some_and(|start| start.saturating_sub(since) >= bound)
+    };
+    let touches_protected = decision.preemptions.iter().any(|j| protects(*j))
+        || decision.resizes.iter().any(|p| protects(p.job));
     if !starving && !touches_protected {
         return (decision, effect, Reservations::default());
     }
@@ -57,7 +63,7 @@ pub fn apply_held(
     // counted on room a refused preemption would have freed no longer fits and goes too.
     let mut state = world.cluster_clone();
     let before = decision.preemptions.len() + decision.resizes.len();
-    decision.preemptions.retain(|j| !guard.protects(*j));
+    decision.preemptions.retain(|j| !protects(*j));
     decision.preemptions.retain(|j| state.preempt(*j).is_ok());
     let waiting: Vec<(JobId, lachesis_env::units::SimTime)> =
         world.pending().map(|id| (id, waited(world, id))).collect();
@@ -67,7 +73,7 @@ pub fn apply_held(
         waiting.iter().map(|(id, w)| (world.job(*id), *w)),
     );
     decision.resizes.retain(|p| {
-        !guard.protects(p.job)
+        !protects(p.job)
             && held.admits(p.job, &p.tasks)
             && state.resize(world.job(p.job), p.tasks.clone()).is_ok()
     });
@@ -93,11 +99,6 @@ pub fn apply_held(
                 tasks: tasks.clone(),
             });
             effect.started += 1;
-        }
-    }
-    for p in decision.placements.iter().chain(&decision.shares) {
-        if held.starving.contains(&p.job) {
-            guard.started(p.job);
         }
     }
     *world.starvation_guard_mut() = guard;

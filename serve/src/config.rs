@@ -63,8 +63,9 @@ pub struct ServeConfig {
     /// the nearest catalog names), since a misspelt model would silently be a model of its
     /// own. The Kubernetes extender and `ReportNodes` take them either way.
     pub allow_unknown_gpu_models: bool,
-    /// The starvation bound on every answer (`bound.rs`, docs/simulator.md): `"auto"` (learned
-    /// from the jobs a session saw finish; none without a session), `"off"`, or seconds.
+    /// The starvation bound on every answer (`bound.rs`, docs/simulator.md): seconds, or
+    /// `"off"`; `"auto"` (the default) derives it from finished jobs' run times, which a
+    /// snapshot does not carry, so in the service it is no bound.
     pub starvation_bound: lachesis_env::policy::StarvationBound,
     pub routing: RoutingConfig,
     pub grpc: GrpcConfig,

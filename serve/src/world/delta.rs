@@ -219,9 +219,6 @@ impl World {
                 state
                     .release(id)
                     .map_err(|e| DeltaError::Broken(e.to_string()))?;
-                // Its whole run time, for the starvation bound's `auto`.
-                let ran = rt.run_start.map_or(0, |s| now.saturating_sub(s).ms());
-                self.guard.finished(id, rt.attained_ms + ran);
             }
             rt.state = JobState::Finished;
             rt.run_start = None;

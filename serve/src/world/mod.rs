@@ -96,9 +96,8 @@ pub struct World {
     /// The table resolved against this world's jobs and cluster, for policies and the shield
     /// (rebuilt whenever the jobs change: `refresh_view`).
     view: Option<Arc<ThroughputView>>,
-    /// The starvation bound on this world's answers (`bound.rs`): what `auto` learned from
-    /// the jobs a session saw finish, and the jobs started past the bound. Off until the
-    /// engine sets the configured bound (`set_starvation_bound`).
+    /// The starvation bound on this world's answers (`bound.rs`). Off until the engine sets
+    /// the configured bound (`set_starvation_bound`).
     guard: StarvationGuard,
 }
 
@@ -585,8 +584,7 @@ impl World {
         Ok(())
     }
 
-    /// Puts `setting` in force on this world's answers, unless it already is (a session's
-    /// world keeps what its guard learned).
+    /// Puts `setting` in force on this world's answers, unless it already is.
     pub fn set_starvation_bound(&mut self, setting: StarvationBound) {
         if self.guard.setting() != setting {
             self.guard = StarvationGuard::new(setting);
