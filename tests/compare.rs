@@ -30,12 +30,10 @@ fn out_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Runs the small comparison (100-job windows at load 1.0 on 16 GPUs queue enough for the three
-/// policies to differ; 40 jobs at 0.8 gave them identical results) into `out` and returns its `comparison.json` without the fields
-/// that differ between identical runs (wall time, threads, the command line).
-fn compare(out: &Path, threads: &str) -> Value {
-    let out_arg = out.to_str().expect("a UTF-8 temp path");
-    let args = [
+/// The small comparison's arguments: three policies, two 100-job windows of the bundled ITP
+/// excerpt at load 1.0 on 16 GPUs, `resamples` bootstrap draws, into `out`.
+fn small_compare<'a>(out: &'a Path, resamples: &'a str) -> Vec<&'a str> {
+    vec![
         "compare",
         "--trace",
         "traces/itp/cluster10.csv",
@@ -50,12 +48,18 @@ fn compare(out: &Path, threads: &str) -> Value {
         "--load",
         "1.0",
         "--resamples",
-        "500",
-        "--threads",
-        threads,
+        resamples,
         "--out",
-        out_arg,
-    ];
+        out.to_str().expect("a UTF-8 temp path"),
+    ]
+}
+
+/// Runs the small comparison (100-job windows at load 1.0 on 16 GPUs queue enough for the three
+/// policies to differ; 40 jobs at 0.8 gave them identical results) into `out` and returns its `comparison.json` without the fields
+/// that differ between identical runs (wall time, threads, the command line).
+fn compare(out: &Path, threads: &str) -> Value {
+    let mut args = small_compare(out, "500");
+    args.extend(["--threads", threads]);
     let run = lachesis(&args);
     assert!(
         run.status.success(),
@@ -435,25 +439,7 @@ fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
 #[test]
 fn constant_rows_are_left_out_quiet_keeps_the_verdict_and_unknown_names_are_listed() {
     let run = |out: &Path, extra: &[&str]| -> String {
-        let mut args = vec![
-            "compare",
-            "--trace",
-            "traces/itp/cluster10.csv",
-            "--cluster",
-            "2x8:V100",
-            "--policies",
-            "fifo/best-fit,sjf/best-fit,fifo/best-fit/easy",
-            "--windows",
-            "2",
-            "--window-jobs",
-            "100",
-            "--load",
-            "1.0",
-            "--resamples",
-            "200",
-            "--out",
-            out.to_str().expect("a UTF-8 temp path"),
-        ];
+        let mut args = small_compare(out, "200");
         args.extend_from_slice(extra);
         let run = lachesis(&args);
         assert!(
