@@ -35,6 +35,7 @@ mod bench_infer;
 mod bench_serve;
 mod bench_slurm;
 mod compare;
+mod decide_session;
 mod probe_cmd;
 mod progress;
 mod replay_cmd;
@@ -75,7 +76,8 @@ enum Command {
     Policies,
     /// Run the decision service (gRPC, metrics, fallback chain, A/B and shadow routing).
     Serve(serve_cmd::ServeArgs),
-    /// Send one cluster snapshot (JSON) to a running service and print its decision.
+    /// Send one cluster snapshot (JSON) to a running service and print its decision (with
+    /// `--session`, then deltas on it).
     Decide(serve_cmd::DecideArgs),
     /// Drive a Slurm controller: hold jobs, ask the service, pin and release them.
     SlurmBridge(slurm_cmd::Args),

@@ -1,5 +1,5 @@
 //! `lachesis serve` (the decision service) and `lachesis decide` (a client that sends one
-//! snapshot and prints the answer).
+//! snapshot and prints the answer; with `--session`, then deltas: `decide_session`).
 
 use anyhow::{Context, Result};
 use lachesis_serve::ServeConfig;
@@ -57,6 +57,13 @@ pub struct DecideArgs {
     /// CA certificate (PEM) to check a TLS server against; implies TLS.
     #[arg(long)]
     ca: Option<PathBuf>,
+    /// Open a session with the snapshot, then send the deltas (`--deltas`) on it, printing
+    /// each answer.
+    #[arg(long)]
+    session: bool,
+    /// With `--session`: `SnapshotDelta`s as JSON, one a line; `-` (default) for stdin.
+    #[arg(long, requires = "session", default_value = "-")]
+    deltas: PathBuf,
 }
 
 pub fn serve(args: &ServeArgs) -> Result<()> {
@@ -98,6 +105,15 @@ pub fn decide(args: &DecideArgs) -> Result<()> {
         ),
         None => None,
     };
+    if args.session {
+        return crate::decide_session::run(&crate::decide_session::SessionInput {
+            server: &args.server,
+            snapshot: &args.snapshot,
+            deltas: &args.deltas,
+            token: token.as_deref(),
+            ca: args.ca.as_deref(),
+        });
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

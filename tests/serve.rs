@@ -9,8 +9,9 @@ mod common;
 use common::lachesis;
 use common::server::{Server, http_get};
 use serde_json::{Value, json};
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Snapshots of a small cluster over five minutes: jobs arrive, run and finish.
@@ -491,4 +492,114 @@ fn a_bad_guard_config_is_refused_naming_the_field() {
         let err = common::stderr_of_failing(&["serve", "--config", config.to_str().unwrap()]);
         assert!(err.contains(field), "{text}: {err}");
     }
+}
+
+/// `decide --session`: one snapshot opens the session, then each delta line is answered as
+/// the cluster it leaves; a bad line stops it, named by its line number and field, after the
+/// answers before it.
+#[test]
+fn decide_session_answers_each_delta_and_names_a_bad_line() {
+    let dir = fresh_dir("decide-session");
+    let (_server, line) = Server::start(&quick_config(&dir));
+    let (grpc, _) = common::server::listen_addrs(&line);
+    let job = |id: &str| {
+        json!({"id": id, "tenant": "t", "tasks": 1, "gpus_per_task": 8, "cpu_milli": 8000,
+               "mem_mib": 65536})
+    };
+    let node = |name: &str| {
+        json!({"name": name, "gpu_model": "A100", "gpus": 8, "cpu_milli": 96000,
+               "mem_mib": 1048576})
+    };
+    // "r" fills n0; "a" fits only on n1.
+    let snapshot = dir.join("snapshot.json");
+    let mut r = job("r");
+    r["wait_ms"] = json!(60000);
+    let opening = json!({"now_ms": 60000, "nodes": [node("n0"), node("n1")],
+        "running": [{"job": r, "run_ms": 60000,
+                     "tasks": [{"node": "n0", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}]}],
+        "pending": [job("a")]});
+    std::fs::write(&snapshot, opening.to_string()).unwrap();
+    // Line 1: "b" comes while the cluster is full; line 2 is blank; line 3: "r" finishes, so
+    // "b" starts on n0; line 4 gives a GPU count as a string.
+    let deltas = dir.join("deltas.jsonl");
+    let lines = [
+        json!({"now_ms": 120000, "submitted": [job("b")]}).to_string(),
+        String::new(),
+        json!({"now_ms": 180000, "finished": ["r"]}).to_string(),
+        r#"{"now_ms": 240000, "submitted": [{"id": "c", "gpus_per_task": "two"}]}"#.into(),
+        json!({"now_ms": 300000, "finished": ["a"]}).to_string(),
+    ];
+    std::fs::write(&deltas, lines.join("\n")).unwrap();
+    // `decide --session --deltas DELTAS` with `input` on its stdin.
+    let decide_session = |deltas: &str, input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+            .args(["decide", "--server", &grpc, "--snapshot"])
+            .args([snapshot.to_str().unwrap(), "--session", "--deltas", deltas])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = decide_session(deltas.to_str().unwrap(), "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "line 4 is not a delta");
+    assert!(
+        err.contains("deltas.jsonl, line 4") && err.contains("submitted[0].gpus_per_task"),
+        "{err}"
+    );
+    let answers: Vec<Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let placed = |answer: &Value| -> Vec<(String, String)> {
+        answer["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let node = p["tasks"][0]["node"].as_str().unwrap().to_string();
+                (p["job"].as_str().unwrap().to_string(), node)
+            })
+            .collect()
+    };
+    assert_eq!(answers.len(), 3, "the opening and two deltas: {answers:?}");
+    assert_eq!(placed(&answers[0]), [("a".into(), "n1".into())]);
+    assert_eq!(placed(&answers[1]), []);
+    assert_eq!(answers[1]["pending"][0]["job"], "b", "{}", answers[1]);
+    assert_eq!(placed(&answers[2]), [("b".into(), "n0".into())]);
+    let revisions: Vec<&Value> = answers.iter().map(|a| &a["revision"]).collect();
+    assert_eq!(revisions, [1, 2, 3]);
+
+    // From stdin, to its end: success.
+    let out = decide_session("-", &lines[0]);
+    assert!(out.status.success(), "{out:?}");
+    let answers = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .count();
+    assert_eq!(answers, 2, "the opening and line 1");
+
+    // From stdin: a delta the service refuses (no such job) is named by its line too.
+    let input = format!(
+        "{}\n{{\"now_ms\": 180000, \"finished\": [\"ghost\"]}}\n",
+        lines[0]
+    );
+    let out = decide_session("-", &input);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("stdin, line 2") && err.contains("delta.finished[0]"),
+        "{err}"
+    );
+    let answers = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .count();
+    assert_eq!(answers, 2, "the opening and line 1");
 }
