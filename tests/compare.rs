@@ -507,3 +507,79 @@ fn constant_rows_are_left_out_quiet_keeps_the_verdict_and_unknown_names_are_list
         "{stderr}"
     );
 }
+
+/// With tenants (the tiny trace's vision, nlp and infra), `report.md` has the longest wait of
+/// each tenant per policy, the mean over units. On one unit (the whole trace) the worst
+/// tenant's longest wait is the run's: the largest cell of a column is the policy's
+/// `max_wait_s`.
+#[test]
+fn the_report_gives_the_longest_wait_per_tenant() {
+    let out = out_dir("compare_tenant_waits");
+    let run = lachesis(&[
+        "compare",
+        "--trace",
+        "traces/tiny.csv",
+        "--cluster",
+        "4x8:V100+4x8:A100+4x1:T4",
+        "--policies",
+        "fifo/best-fit,sjf/best-fit",
+        "--windows",
+        "0",
+        "--load",
+        "3.0",
+        "--resamples",
+        "50",
+        "-q",
+        "--out",
+        out.to_str().expect("a UTF-8 temp path"),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md");
+    let at = md
+        .find("## Longest wait per tenant")
+        .unwrap_or_else(|| panic!("no tenant table in:\n{md}"));
+    let rows: Vec<Vec<f64>> = md[at..]
+        .lines()
+        .filter(|l| {
+            ["| vision |", "| nlp |", "| infra |"]
+                .iter()
+                .any(|t| l.starts_with(t))
+        })
+        .map(|l| {
+            l.split('|')
+                .skip(2)
+                .filter(|c| !c.trim().is_empty())
+                .map(|c| c.trim().replace(',', "").parse::<f64>().unwrap_or(0.0))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 3, "{}", &md[at..]);
+    let json: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("comparison.json")).expect("json"))
+            .expect("JSON");
+    let max_wait = json["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["key"] == "max_wait_s")
+        .expect("a max wait row");
+    for (p, policy) in max_wait["policies"]
+        .as_array()
+        .expect("policies")
+        .iter()
+        .enumerate()
+    {
+        // One unit (the whole trace): the worst tenant's longest wait is the run's.
+        let worst = rows.iter().map(|r| r[p]).fold(0.0, f64::max);
+        let want = policy["mean"].as_f64().expect("a mean");
+        assert!(
+            want > 3600.0,
+            "policy {p}: the trace queues at load 3 ({want} s)"
+        );
+        assert!((worst - want).abs() <= 1.0, "policy {p}: {worst} vs {want}");
+    }
+}

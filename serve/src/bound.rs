@@ -129,7 +129,8 @@ pub fn reasons(after: &World, held: &Reservations, reasons: &mut [proto::Pending
         if held.starving.contains(&id) {
             r.kind = "reserved".into();
             r.message = format!(
-                "waited past the starvation bound ({bound_s:.0} s): nodes it can use are held                  for it, no other job starts there, until it fits ({})",
+                "waited past the starvation bound ({bound_s:.0} s): nodes it can use are held \
+                 for it, no other job starts there, until it fits ({})",
                 r.message
             );
         } else if r.kind == "held" {
@@ -145,7 +146,8 @@ pub fn reasons(after: &World, held: &Reservations, reasons: &mut [proto::Pending
                 let name = after.job(owner).name.clone();
                 r.kind = "behind".into();
                 r.message = format!(
-                    "fits only on nodes held for job {name:?}, which waited past the                      starvation bound"
+                    "fits only on nodes held for job {name:?}, which waited past the \
+                     starvation bound"
                 );
                 r.blocked_by = name;
             }

@@ -287,6 +287,9 @@ pub struct Run {
     /// GPU-seconds served per tenant (measured jobs, first start to finish).
     #[serde(skip)]
     pub tenant_gpu_s: std::collections::BTreeMap<String, f64>,
+    /// The longest wait of each tenant's measured finished jobs, seconds.
+    #[serde(skip)]
+    pub tenant_max_wait_s: std::collections::BTreeMap<String, f64>,
     #[serde(skip)]
     pub timeline: Vec<TimelineRow>,
 }
@@ -529,7 +532,12 @@ fn run_one(
         .map(SimTime::secs_f64)
         .collect();
     let mut tenant_gpu_s = std::collections::BTreeMap::new();
+    let mut tenant_max_wait_s = std::collections::BTreeMap::<String, f64>::new();
     for j in measured() {
+        if let Some(w) = j.wait() {
+            let longest = tenant_max_wait_s.entry(j.tenant.clone()).or_insert(0.0);
+            *longest = longest.max(w.secs_f64());
+        }
         let (Some(start), Some(end)) = (j.first_start, j.finish) else {
             continue;
         };
@@ -543,6 +551,7 @@ fn run_one(
         jcts,
         waits,
         tenant_gpu_s,
+        tenant_max_wait_s,
         timeline: r.timeline,
     })
 }
@@ -759,6 +768,7 @@ pub struct RunView<'a> {
     pub jcts: &'a [f64],
     pub waits: &'a [f64],
     pub tenant_gpu_s: &'a std::collections::BTreeMap<String, f64>,
+    pub tenant_max_wait_s: &'a std::collections::BTreeMap<String, f64>,
     pub timeline: &'a [TimelineRow],
 }
 
@@ -781,6 +791,7 @@ pub(super) fn runs_view<'a>(runs: &'a [Run], policies: &[String]) -> Vec<RunView
             jcts: &r.jcts,
             waits: &r.waits,
             tenant_gpu_s: &r.tenant_gpu_s,
+            tenant_max_wait_s: &r.tenant_max_wait_s,
             timeline: &r.timeline,
         })
         .collect()

@@ -159,7 +159,10 @@ fn write_views<U: serde::Serialize>(
     for (name, svg) in &plots {
         put(name, svg.clone())?;
     }
-    put("report.md", markdown(setup, metrics, &plots))?;
+    put(
+        "report.md",
+        markdown(setup, metrics, &plots) + &tenant_waits(setup, runs),
+    )?;
     put("report.html", html(setup, metrics, &plots, style))?;
     Ok(())
 }
@@ -306,6 +309,54 @@ fn markdown(setup: &Setup, metrics: &[MetricView<'_>], plots: &[(&str, String)])
         let _ = writeln!(s, "![{name}]({name})\n");
     }
     s.push_str("Per-run numbers: `runs.csv`; everything above as JSON: `comparison.json`.\n");
+    s
+}
+
+/// `report.md`'s table of the longest wait per tenant (the ten with the longest), each cell
+/// the mean over the units where the tenant had jobs; empty with fewer than two tenants.
+fn tenant_waits(setup: &Setup, runs: &[RunView<'_>]) -> String {
+    let k = setup.policies.len();
+    // Tenant -> per policy (sum, units).
+    let mut acc: std::collections::BTreeMap<&str, Vec<(f64, u32)>> = Default::default();
+    for r in runs {
+        for (t, w) in r.tenant_max_wait_s {
+            let cell = &mut acc.entry(t.as_str()).or_insert_with(|| vec![(0.0, 0); k])
+                [r.policy_idx.min(k.saturating_sub(1))];
+            cell.0 += w;
+            cell.1 += 1;
+        }
+    }
+    if acc.len() < 2 {
+        return String::new();
+    }
+    let mean = |c: &(f64, u32)| (c.1 > 0).then(|| c.0 / f64::from(c.1));
+    let mut rows: Vec<(&str, Vec<Option<f64>>)> = acc
+        .into_iter()
+        .map(|(t, cells)| (t, cells.iter().map(mean).collect()))
+        .collect();
+    let worst = |cells: &[Option<f64>]| cells.iter().flatten().copied().fold(0.0, f64::max);
+    rows.sort_by(|a, b| worst(&b.1).total_cmp(&worst(&a.1)).then(a.0.cmp(b.0)));
+    let shown = rows.len().min(10);
+    let mut s = format!(
+        "\n## Longest wait per tenant\n\nThe longest wait (s) of each tenant's measured \
+         finished jobs, mean over the units where it had jobs; the {shown} tenants with the \
+         longest of {}.\n\n| tenant | {} |\n|---|{}\n",
+        rows.len(),
+        setup
+            .policies
+            .iter()
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(k)
+    );
+    for (t, cells) in rows.iter().take(shown) {
+        let cells: Vec<String> = cells
+            .iter()
+            .map(|c| c.map_or_else(|| "-".to_string(), fmt_num))
+            .collect();
+        let _ = writeln!(s, "| {t} | {} |", cells.join(" | "));
+    }
     s
 }
 
