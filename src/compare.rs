@@ -66,6 +66,10 @@ pub struct Args {
     /// gets a reservation no policy may bypass (docs/simulator.md).
     #[arg(long, default_value = "auto")]
     pub starvation_bound: String,
+    /// How often running jobs checkpoint (e.g. 30m, 1s; 0 = never), the same for every
+    /// policy: a preempted job resumes from its last checkpoint. Default: the simulator's 30 min.
+    #[arg(long)]
+    pub checkpoint: Option<String>,
     /// Policy knobs (TOML, e.g. `[tiresias] thresholds_gpu_s = [3250.0, 7200.0]`).
     #[arg(long)]
     pub policy_config: Option<PathBuf>,
@@ -137,6 +141,21 @@ pub fn run(args: &Args) -> Result<()> {
         ),
         None => None,
     };
+    let checkpoint_s = match &args.checkpoint {
+        Some(t) => Some(
+            parse_duration(t)
+                .map_err(anyhow::Error::msg)
+                .context("--checkpoint")?
+                .secs_f64(),
+        ),
+        None => None,
+    };
+    if let Some(w) = harness::compare::gavel_checkpoint_warning(
+        &args.policies,
+        checkpoint_s.unwrap_or(lachesis_env::sim::SimConfig::default().checkpoint_interval_s),
+    ) {
+        bail!("--policies: {w}");
+    }
     let spec = CompareSpec {
         policies: args.policies.clone(),
         baseline: args.baseline.clone(),
@@ -150,6 +169,7 @@ pub fn run(args: &Args) -> Result<()> {
         resamples: args.resamples,
         throughputs: args.hetero.throughputs.clone(),
         starvation_bound: crate::simulate::parse_bound(&args.starvation_bound)?,
+        checkpoint_s,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let mut comparison = harness::compare(&trace, cluster, &spec, &harness::build)?;

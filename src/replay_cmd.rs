@@ -161,6 +161,7 @@ fn run_compare(
         load: vec!["none".into()],
         tick: None,
         starvation_bound: "auto".into(),
+        checkpoint: None,
         policy_config: None,
         out: args.out.join("compare"),
         threads: None,

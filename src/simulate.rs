@@ -222,6 +222,12 @@ pub fn parse_bound(text: &str) -> Result<StarvationBound> {
 pub fn run(args: &Args) -> Result<()> {
     crate::compare::check_policy_names("--policy", std::slice::from_ref(&args.policy))?;
     let cfg = sim_config(args)?;
+    if let Some(w) = harness::compare::gavel_checkpoint_warning(
+        std::slice::from_ref(&args.policy),
+        cfg.checkpoint_interval_s,
+    ) {
+        bail!("--policy {}: {w}", args.policy);
+    }
     let mut trace = load_trace(&args.trace, args.format.as_deref())?;
     trace.name = args.trace.display().to_string();
     if let Some(w) = &args.window {

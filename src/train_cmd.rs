@@ -221,6 +221,7 @@ pub fn run(args: &Args) -> Result<()> {
             load: args.card_loads.iter().map(|l| l.to_string()).collect(),
             tick: Some("10m".into()),
             starvation_bound: "auto".into(),
+            checkpoint: None,
             policy_config: None,
             out: out.clone(),
             threads: None,

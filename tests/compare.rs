@@ -583,3 +583,50 @@ fn the_report_gives_the_longest_wait_per_tenant() {
         assert!((worst - want).abs() <= 1.0, "policy {p}: {worst} vs {want}");
     }
 }
+
+/// Gavel's round-based policies preempt every 6-minute round: with the default 30-min
+/// checkpoints every round would lose its work and the run would never end, so `compare`
+/// refuses at once, saying why; with `--checkpoint 1s` (applied to every policy) it runs.
+#[test]
+fn gavel_rounds_are_refused_with_checkpoints_longer_than_a_round() {
+    let run = |name: &str, extra: &[&str]| {
+        let out = out_dir(name);
+        let mut args = vec![
+            "compare",
+            "--trace",
+            "traces/itp/cluster10.csv",
+            "--cluster",
+            "2x8:V100",
+            "--policies",
+            "gavel-maxmin,fifo/best-fit",
+            "--windows",
+            "1",
+            "--window-jobs",
+            "30",
+            "--load",
+            "0.8",
+            "--resamples",
+            "50",
+            "-q",
+            "--out",
+            out.to_str().expect("a UTF-8 temp path"),
+        ];
+        args.extend_from_slice(extra);
+        lachesis(&args)
+    };
+    let refused = run("compare_gavel_default", &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains(
+            "gavel-maxmin reassign GPUs every 360 s round, but jobs checkpoint every 1800 s"
+        ),
+        "{stderr}"
+    );
+    let ran = run("compare_gavel_1s", &["--checkpoint", "1s"]);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+}

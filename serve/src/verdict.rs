@@ -364,6 +364,7 @@ pub fn judge(
         resamples: 1,
         throughputs: None,
         starvation_bound: lachesis_env::policy::StarvationBound::Auto,
+        checkpoint_s: None,
         command: String::new(),
     };
     let jct = &METRICS[0];

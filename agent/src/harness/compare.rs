@@ -65,6 +65,9 @@ pub struct CompareSpec {
     pub throughputs: Option<String>,
     /// The starvation bound below every policy (`SimConfig::starvation_bound`).
     pub starvation_bound: StarvationBound,
+    /// How often running jobs checkpoint, seconds, for every policy
+    /// (`SimConfig::checkpoint_interval_s`; `None`: the simulator's default, 30 min).
+    pub checkpoint_s: Option<f64>,
     /// The command line that asked for it (for the report's header).
     pub command: String,
 }
@@ -85,6 +88,7 @@ impl Default for CompareSpec {
             resamples: 2000,
             throughputs: None,
             starvation_bound: StarvationBound::Auto,
+            checkpoint_s: None,
             command: String::new(),
         }
     }
@@ -360,6 +364,9 @@ pub fn compare(
         starvation_bound: spec.starvation_bound,
         ..SimConfig::default()
     };
+    if let Some(c) = spec.checkpoint_s {
+        cfg.checkpoint_interval_s = c;
+    }
     cfg.tick_s = match spec.tick_s {
         Some(t) => t,
         None => spec
@@ -907,4 +914,26 @@ fn terminal_table(setup: &Setup, reports: &[MetricReport]) -> String {
         }
     }
     s
+}
+
+/// Why a round-based Gavel policy cannot run where jobs checkpoint less often than its rounds
+/// preempt them (`checkpoint_s`: the interval in force, seconds): every round would lose the
+/// work since the last checkpoint, and a job longer than a round would never finish (the run
+/// would not end). `simulate` and `compare` refuse such runs with this message.
+pub fn gavel_checkpoint_warning(policies: &[String], checkpoint_s: f64) -> Option<String> {
+    let round_s = lachesis_env::policy::GAVEL_ROUND_S;
+    let gavel: Vec<&str> = policies
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| p.starts_with("gavel-"))
+        .collect();
+    (!gavel.is_empty() && (checkpoint_s <= 0.0 || checkpoint_s > round_s)).then(|| {
+        format!(
+            "{} reassign GPUs every {round_s:.0} s round, but jobs checkpoint every \
+             {checkpoint_s:.0} s (0: never): each round's preemptions lose the work since the \
+             last checkpoint: checkpoint at least every round, as Gavel's jobs do at every lease \
+             end (compare --checkpoint 1s; simulate: checkpoint_interval_s in --config)",
+            gavel.join(", ")
+        )
+    })
 }
