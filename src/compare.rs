@@ -89,6 +89,17 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// A duration flag (`10m`, `1s`) in seconds, if given; the error names the flag.
+fn optional_secs(flag: &str, text: Option<&str>) -> Result<Option<f64>> {
+    text.map(|t| {
+        parse_duration(t)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| flag.to_string())
+            .map(|d| d.secs_f64())
+    })
+    .transpose()
+}
+
 pub fn run(args: &Args) -> Result<()> {
     let started = Instant::now();
     check_policy_names("--policies", &args.policies)?;
@@ -132,24 +143,8 @@ pub fn run(args: &Args) -> Result<()> {
     {
         bail!("--baseline {b} is not among --policies");
     }
-    let tick_s = match &args.tick {
-        Some(t) => Some(
-            parse_duration(t)
-                .map_err(anyhow::Error::msg)
-                .context("--tick")?
-                .secs_f64(),
-        ),
-        None => None,
-    };
-    let checkpoint_s = match &args.checkpoint {
-        Some(t) => Some(
-            parse_duration(t)
-                .map_err(anyhow::Error::msg)
-                .context("--checkpoint")?
-                .secs_f64(),
-        ),
-        None => None,
-    };
+    let tick_s = optional_secs("--tick", args.tick.as_deref())?;
+    let checkpoint_s = optional_secs("--checkpoint", args.checkpoint.as_deref())?;
     if let Some(w) = harness::compare::gavel_checkpoint_warning(
         &args.policies,
         checkpoint_s.unwrap_or(lachesis_env::sim::SimConfig::default().checkpoint_interval_s),
