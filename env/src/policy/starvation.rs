@@ -211,7 +211,8 @@ impl StarvationGuard {
     }
 
     /// The reservations for this decision on `state` (after the decision's preemptions):
-    /// `waiting` is the pending jobs with their wait, any order; `specs` maps ids to jobs.
+    /// `waiting` is the pending jobs with how long each has waited (since its submit, or its
+    /// last preemption), in any order. `state` is left as it was.
     pub fn plan<'j>(
         &mut self,
         state: &mut ClusterState,
@@ -236,6 +237,10 @@ impl StarvationGuard {
             .get_or_insert_with(|| ClusterState::new(Arc::clone(&spec)));
         for (_, job) in starving {
             out.starving.push(job.id);
+            if out.held.len() >= spec.nodes.len() {
+                // Every node is held for an older one: nothing is left to hold or start on.
+                continue;
+            }
             // Where it fits now, away from nodes older starving jobs hold.
             let held: Vec<NodeId> = out.held.keys().copied().collect();
             for n in &held {
