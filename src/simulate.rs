@@ -266,11 +266,20 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if let Some(dir) = &args.out {
         write_outputs(dir, &result)?;
+        if let Some(log) = policy.selection() {
+            let path = dir.join("selection.json");
+            let file =
+                fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            serde_json::to_writer_pretty(BufWriter::new(file), log)?;
+        }
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&result.summary)?);
     } else {
         out!("{}", summary_table(&result.summary));
+        if let Some(log) = policy.selection() {
+            outln!("selector: {}", log.line());
+        }
         if let Some(dir) = &args.out {
             outln!("outputs: {}", dir.display());
         }

@@ -7,13 +7,33 @@
 use super::HarnessError;
 use crate::{Deciding, LearnedPolicy};
 use lachesis_env::job::Trace;
-use lachesis_env::policy::{Policy, PolicyConfig, PolicyError, PolicyOptions, build_policy_with};
+use lachesis_env::policy::{
+    Policy, PolicyBuilder, PolicyConfig, PolicyError, PolicyOptions, Select, build_policy_with,
+};
 use lachesis_env::units::SimTime;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Builds `name`: `rl:PATH` and `rl-batched:PATH` load the model directory at PATH, anything
 /// else goes to the heuristic registry.
 pub fn build(name: &str, options: &PolicyOptions) -> Result<Box<dyn Policy>, PolicyError> {
+    if let Some(candidates) = Select::parse_name(name) {
+        // Candidates built here too, so that `rl:PATH` can be one; never with an oracle's
+        // knowledge.
+        let inner = PolicyOptions {
+            oracle_durations: None,
+            ..options.clone()
+        };
+        let build: PolicyBuilder = Arc::new(move |n: &str| self::build(n, &inner));
+        let cfg = options.select.clone();
+        return Ok(Box::new(Select::new(
+            name,
+            candidates,
+            cfg,
+            options.seed,
+            build,
+        )?));
+    }
     match Deciding::parse(name) {
         Some((deciding, path)) => LearnedPolicy::load(Path::new(path), name.trim())
             .map(|p| Box::new(p.deciding(deciding)) as Box<dyn Policy>)
@@ -30,6 +50,18 @@ pub fn build(name: &str, options: &PolicyOptions) -> Result<Box<dyn Policy>, Pol
 /// policy was trained with, Gavel's 6-minute round for `gavel-*`, else `elastic`'s default round (60 s: its rounds come due only
 /// when it is asked).
 pub fn wants_tick_s(name: &str) -> f64 {
+    if let Some(mut candidates) = Select::parse_name(name) {
+        // The finest tick any candidate needs (the defaults include `las-preempt`'s).
+        if candidates.is_empty() {
+            candidates = Select::DEFAULT_UNTYPED.map(String::from).to_vec();
+        }
+        return candidates
+            .iter()
+            .map(|c| wants_tick_s(c))
+            .filter(|t| *t > 0.0)
+            .reduce(f64::min)
+            .unwrap_or(0.0);
+    }
     match Deciding::parse(name).map(|(_, path)| path) {
         Some(path) => {
             crate::Manifest::read(Path::new(path)).map_or(0.0, |m| m.env.sim.tick_s.max(0.0))
@@ -64,6 +96,7 @@ pub fn policy_options(trace: &Trace, seed: u64, config: &PolicyConfig) -> Policy
         colocate: config.colocate.clone(),
         elastic: config.elastic.clone(),
         gavel: config.gavel.clone(),
+        select: config.select.clone(),
         ..PolicyOptions::default()
     }
 }

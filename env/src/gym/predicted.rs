@@ -45,6 +45,26 @@ impl PredictedDurations {
         }
     }
 
+    /// A predictor on the censored (Kaplan-Meier) estimate (`GittinsConfig::default`): it
+    /// learns from the jobs that finish and, through `observe`, from the service of the jobs
+    /// that run or have run and not finished, so that long jobs still running count.
+    pub fn censored(prior_mean_s: f64) -> Self {
+        PredictedDurations {
+            estimator: GittinsEstimator::new(&GittinsConfig::default()),
+            prior_mean_ms: (prior_mean_s * 1000.0).max(1.0),
+        }
+    }
+
+    /// Learns from a decision point: the jobs that finished since the previous one, and (for
+    /// a censored predictor) the attained service of `running` and of jobs seen running before.
+    pub fn observe(
+        &mut self,
+        ctx: &crate::policy::DecisionContext<'_>,
+        running: impl Iterator<Item = crate::units::JobId>,
+    ) {
+        self.estimator.observe(ctx, running);
+    }
+
     /// What a scheduler of `env`'s episode knows now: every job seen to finish so far, with
     /// the run time it was seen to take.
     pub fn from_episode(env: &SchedEnv<'_>, prior_mean_s: f64) -> Self {

@@ -1,5 +1,6 @@
 //! `DecisionContext`: what a real scheduler knows when it decides, and nothing more.
 
+use super::lookahead::Lookahead;
 use super::planner::Planner;
 use super::view::ThroughputView;
 use crate::cluster::ClusterState;
@@ -102,7 +103,7 @@ impl PendingJob<'_> {
 }
 
 /// The state of the world at a decision point.
-#[derive(Debug)]
+#[derive(Clone)]
 pub struct DecisionContext<'a> {
     now: SimTime,
     jobs: &'a [JobSpec],
@@ -112,6 +113,18 @@ pub struct DecisionContext<'a> {
     finished: &'a [JobId],
     throughputs: Option<&'a Arc<ThroughputView>>,
     restart: RestartCost,
+    lookahead: Option<&'a dyn Lookahead>,
+}
+
+impl std::fmt::Debug for DecisionContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecisionContext")
+            .field("now", &self.now)
+            .field("pending", &self.pending.len())
+            .field("finished", &self.finished.len())
+            .field("lookahead", &self.lookahead.is_some())
+            .finish()
+    }
 }
 
 impl<'a> DecisionContext<'a> {
@@ -133,7 +146,17 @@ impl<'a> DecisionContext<'a> {
             finished: &[],
             throughputs: None,
             restart: RestartCost::default(),
+            lookahead: None,
         }
+    }
+    /// The world to roll forward from here, where there is one (the simulator; `None` in the
+    /// service and wherever the state is only a snapshot).
+    pub fn with_lookahead(mut self, world: Option<&'a dyn Lookahead>) -> Self {
+        self.lookahead = world;
+        self
+    }
+    pub fn lookahead(&self) -> Option<&'a dyn Lookahead> {
+        self.lookahead
     }
     /// What a preemption costs on this cluster (default: the simulator's defaults).
     pub fn with_restart_cost(mut self, restart: RestartCost) -> Self {

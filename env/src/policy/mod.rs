@@ -8,11 +8,13 @@
 mod context;
 mod gavel;
 mod heuristic;
+pub mod lookahead;
 mod modifier;
 pub mod order;
 pub mod place;
 mod planner;
 mod registry;
+mod select;
 mod starvation;
 mod view;
 
@@ -35,6 +37,7 @@ pub use registry::{
     PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,
     reads_throughputs,
 };
+pub use select::{Choice, PolicyBuilder, Select, SelectConfig, SelectionLog};
 pub use starvation::{Reservations, StarvationBound, StarvationGuard};
 pub use view::ThroughputView;
 
@@ -109,5 +112,9 @@ pub trait Policy: Send {
     /// empty. Default: `false`, asked only while jobs are pending.
     fn acts_without_queue(&self) -> bool {
         false
+    }
+    /// What a meta-policy (`select`) followed over the run, and why; `None` for the rest.
+    fn selection(&self) -> Option<&SelectionLog> {
+        None
     }
 }

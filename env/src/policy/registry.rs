@@ -14,6 +14,7 @@ use super::order::{
 use super::place::{
     DotProduct, Fastest, Fgd, GpuClustering, GpuPacking, MostAllocated, RandomFit, Topo,
 };
+use super::select::{PolicyBuilder, Select, SelectConfig};
 use super::{Policy, PolicyError};
 use crate::cluster::FitStrategy;
 use crate::throughput::ThroughputTable;
@@ -42,6 +43,8 @@ pub struct PolicyOptions {
     pub elastic: ElasticConfig,
     /// The `gavel-*` policies' rounds.
     pub gavel: GavelConfig,
+    /// The `select` meta-policy's knobs.
+    pub select: SelectConfig,
 }
 
 /// The table a rate-reading part `part` needs, or why it cannot be built.
@@ -85,6 +88,7 @@ pub struct PolicyConfig {
     pub colocate: ColocateConfig,
     pub elastic: ElasticConfig,
     pub gavel: GavelConfig,
+    pub select: SelectConfig,
 }
 
 /// One registered part, for `lachesis` help and docs.
@@ -424,6 +428,14 @@ pub fn reads_throughputs(name: &str) -> Result<bool, PolicyError> {
     if WHOLE.iter().any(|e| e.0 == name.trim()) {
         return Ok(false);
     }
+    // A selector reads one where a candidate does (learned ones are checked when loaded).
+    if let Some(candidates) = Select::parse_name(name) {
+        let mut any = false;
+        for c in candidates.iter().filter(|c| !c.starts_with("rl")) {
+            any |= reads_throughputs(c)?;
+        }
+        return Ok(any);
+    }
     let (_, _, modifiers) = resolve(name)?;
     Ok(modifiers.iter().any(|m| TABLE_MODIFIERS.contains(&m.0)))
 }
@@ -437,6 +449,22 @@ pub fn build_policy_with(
         name: name.to_string(),
         hint,
     };
+    if let Some(candidates) = Select::parse_name(name) {
+        // Candidates from the heuristic registry, with no oracle's knowledge.
+        let inner = PolicyOptions {
+            oracle_durations: None,
+            ..options.clone()
+        };
+        let build: PolicyBuilder = Arc::new(move |n: &str| build_policy_with(n, &inner));
+        let cfg = options.select.clone();
+        return Ok(Box::new(Select::new(
+            name,
+            candidates,
+            cfg,
+            options.seed,
+            build,
+        )?));
+    }
     if let Some(entry) = WHOLE.iter().find(|e| e.0 == name.trim()) {
         return (entry.2)(entry.0, options).map_err(&unknown);
     }

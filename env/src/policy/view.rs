@@ -67,6 +67,20 @@ impl ThroughputView {
         }
     }
 
+    /// The same view for a sampled future's jobs: the first `keep` are this view's, job
+    /// `keep + i` a copy of job `sources[i]`.
+    pub fn with_tail(&self, keep: usize, sources: &[JobId]) -> ThroughputView {
+        let mut workloads = self.workloads[..keep].to_vec();
+        workloads.extend(sources.iter().map(|s| self.workloads[s.index()]));
+        ThroughputView {
+            table: Arc::clone(&self.table),
+            spec: Arc::clone(&self.spec),
+            gpus: self.gpus.clone(),
+            gpus_per_node: self.gpus_per_node.clone(),
+            workloads,
+        }
+    }
+
     /// The table the view reads.
     pub fn table(&self) -> &ThroughputTable {
         &self.table

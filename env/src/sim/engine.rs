@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod fork;
+mod future;
 
 /// Why a run could not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -408,6 +409,7 @@ impl<'t> Simulator<'t> {
             overhead: self.r.restart_overhead,
             checkpoint: self.r.checkpoint,
         })
+        .with_lookahead(Some(self))
     }
 
     /// Processes events until the policy should be asked (jobs pending after a batch, or jobs

@@ -43,6 +43,8 @@ mod constraint_tests;
 #[cfg(test)]
 mod rate_tests;
 #[cfg(test)]
+mod select_tests;
+#[cfg(test)]
 mod share_tests;
 #[cfg(test)]
 mod starvation_tests;

@@ -90,6 +90,19 @@ impl Rates {
         })
     }
 
+    /// The same rates for a sampled future's trace: its first `keep` jobs are this trace's,
+    /// job `keep + i` a copy of job `sources[i]`.
+    pub(crate) fn with_tail(&self, keep: usize, sources: &[JobId]) -> Rates {
+        let mut workloads = self.workloads[..keep].to_vec();
+        workloads.extend(sources.iter().map(|s| self.workloads[s.index()]));
+        Rates {
+            table: self.table.clone(),
+            gpus: self.gpus.clone(),
+            gpus_per_node: self.gpus_per_node.clone(),
+            workloads,
+        }
+    }
+
     /// The workload id of job `id`, or `None` when it runs at catalog speed (untyped).
     pub(crate) fn workload(&self, id: JobId) -> Option<WorkloadId> {
         self.workloads[id.index()]

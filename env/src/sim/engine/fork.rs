@@ -11,6 +11,7 @@ use crate::units::{JobId, SimTime};
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 impl Simulator<'_> {
     /// The run so far, continued on `trace`: a copy of this run's trace (the same jobs, in
@@ -37,9 +38,49 @@ impl Simulator<'_> {
                 trace.len()
             )));
         }
+        self.fork_inner(trace, horizon, None)
+    }
+
+    /// `fork`, or with `tail`, a fork whose jobs past the `arrived` ones are `trace`'s own
+    /// (a sampled future's arrivals, `future.rs`), each a copy of the arrived job `tail[i]`
+    /// (its workload's rates come from there); `trace`'s first `arrived` jobs must be this
+    /// run's.
+    pub(super) fn fork_inner<'f>(
+        &self,
+        trace: &'f Trace,
+        horizon: Option<SimTime>,
+        tail: Option<&[JobId]>,
+    ) -> Result<Simulator<'f>, SimError> {
         let now = self.now;
-        let mut hidden: Vec<Hidden> = Vec::with_capacity(self.hidden.len());
-        for ((job, rt), h) in trace.jobs().iter().zip(&self.runtime).zip(&self.hidden) {
+        let known = match tail {
+            None => self.trace.len(),
+            Some(sources) => {
+                let k = self.next_arrival;
+                if trace.len() != k + sources.len() {
+                    return Err(SimError::Config(format!(
+                        "a future's trace must hold the run's {k} arrived jobs and its {} \
+                         arrivals, not {} jobs",
+                        sources.len(),
+                        trace.len()
+                    )));
+                }
+                if let Some(late) = trace.jobs()[k..].iter().find(|j| j.submit <= now) {
+                    return Err(SimError::Config(format!(
+                        "a future's arrival {} is submitted at {} s, not after now ({} s)",
+                        late.name,
+                        late.submit.secs_f64(),
+                        now.secs_f64()
+                    )));
+                }
+                k
+            }
+        };
+        let mut hidden: Vec<Hidden> = Vec::with_capacity(trace.len());
+        for ((job, rt), h) in trace.jobs()[..known]
+            .iter()
+            .zip(&self.runtime)
+            .zip(&self.hidden)
+        {
             let total_ms = trace.true_duration(job.id).ms();
             let mut h = Hidden {
                 remaining_ms: 0.0,
@@ -67,6 +108,27 @@ impl Simulator<'_> {
             }
             hidden.push(h);
         }
+        // A future's arrivals: nothing attained, their sampled durations as work.
+        for job in &trace.jobs()[known..] {
+            hidden.push(Hidden {
+                remaining_ms: trace.true_duration(job.id).ms().max(1) as f64,
+                ..Hidden::default()
+            });
+        }
+        let mut runtime = self.runtime.clone();
+        runtime.truncate(known);
+        runtime.resize(trace.len(), Default::default());
+        let (rates, view) = match tail {
+            None => (self.rates.clone(), self.view.clone()),
+            Some(sources) => (
+                self.rates
+                    .as_ref()
+                    .map(|r| Arc::new(r.with_tail(known, sources))),
+                self.view
+                    .as_ref()
+                    .map(|v| Arc::new(v.with_tail(known, sources))),
+            ),
+        };
         let mut heap = BinaryHeap::with_capacity(self.heap.len());
         for &Reverse((at, seq, event)) in self.heap.iter() {
             match event {
@@ -111,7 +173,7 @@ impl Simulator<'_> {
             cfg: self.cfg.clone(),
             r: self.r.clone(),
             cluster: RefCell::new(self.cluster.borrow().clone()),
-            runtime: self.runtime.clone(),
+            runtime,
             hidden,
             pending: self.pending.clone(),
             recently_finished: finished.into_iter().map(|(_, id)| id).collect(),
@@ -128,8 +190,8 @@ impl Simulator<'_> {
             last_row: self.last_row,
             max_gpus_per_node: self.max_gpus_per_node,
             max_nodes_per_rack: self.max_nodes_per_rack,
-            rates: self.rates.clone(),
-            view: self.view.clone(),
+            rates,
+            view,
             hetero: self.hetero.clone(),
             skipped: self.skipped,
             running: self.running,
