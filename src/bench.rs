@@ -83,6 +83,10 @@ pub enum Command {
     /// The Slurm bridge on a real Slurm cluster started here, against Slurm's own scheduler:
     /// jobs/s end to end and submit-to-running latency.
     Slurm(crate::bench_slurm::Args),
+    /// The `select` meta-policy's cost: runs a comparison (the same flags as `compare`; put
+    /// the library's families, `select` and the model in --policies) and prints the wall time
+    /// the selector spent choosing against the comparison's, with the 10% budget.
+    Select(Box<crate::compare::Args>),
 }
 
 pub fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
@@ -135,6 +139,7 @@ pub fn run(cmd: &Command) -> Result<()> {
         Command::Serve(args) => crate::bench_serve::run(args),
         Command::Decide(args) => crate::bench_decide::run(args),
         Command::Slurm(args) => crate::bench_slurm::run(args),
+        Command::Select(args) => select_cost(args),
     }
 }
 
@@ -436,6 +441,25 @@ pub fn read_speed(files: &[PathBuf], repeats: usize) -> Result<()> {
     outln!(
         "all: {all_rows} rows in {all_secs:.3} s (medians): {:.0} rows/s",
         all_rows as f64 / all_secs
+    );
+    Ok(())
+}
+
+/// `lachesis bench select`: a comparison, then the selector's cost against the budget.
+fn select_cost(args: &crate::compare::Args) -> Result<()> {
+    let c = crate::compare::run_comparison(args)?;
+    let lines = crate::compare::selector_lines(&c);
+    anyhow::ensure!(
+        !lines.is_empty(),
+        "--policies: name a selector (select, or select:A+B+...) to measure its cost"
+    );
+    let choosing: f64 = c.runs.iter().filter_map(|r| r.summary.select_wall_s).sum();
+    let ratio = choosing / c.setup.wall_s.max(1e-9);
+    println!(
+        "select cost: {choosing:.2} s choosing in a {:.2} s comparison: {:.1}% (budget 10%: {})",
+        c.setup.wall_s,
+        100.0 * ratio,
+        if ratio <= 0.10 { "met" } else { "over" }
     );
     Ok(())
 }

@@ -101,6 +101,43 @@ fn optional_secs(flag: &str, text: Option<&str>) -> Result<Option<f64>> {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    run_comparison(args).map(|_| ())
+}
+
+/// What each selector (`select`) followed, and its cost: the wall time it spent choosing
+/// against the comparison's (every policy's runs, inputs read), one line each.
+pub fn selector_lines(c: &harness::Comparison) -> Vec<String> {
+    let total_s = c.setup.wall_s;
+    let runs_s: f64 = c.runs.iter().map(|r| r.summary.wall_s).sum();
+    let mut names: Vec<&str> = c
+        .runs
+        .iter()
+        .filter(|r| r.summary.select_wall_s.is_some())
+        .map(|r| r.policy.as_str())
+        .collect();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let runs: Vec<&harness::Run> = c.runs.iter().filter(|r| r.policy == name).collect();
+            let choosing: f64 = runs.iter().filter_map(|r| r.summary.select_wall_s).sum();
+            let own: f64 = runs.iter().map(|r| r.summary.wall_s).sum();
+            format!(
+                "{name}: choosing took {choosing:.2} s, {:.1}% of the comparison's {total_s:.2} s \
+                 ({:.1}% of the {runs_s:.2} s every run took; its own runs {own:.2} s); first \
+                 unit: {}",
+                100.0 * choosing / total_s.max(1e-9),
+                100.0 * choosing / runs_s.max(1e-9),
+                runs.first()
+                    .and_then(|r| r.summary.selection.as_deref())
+                    .unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+/// `run`, returning the comparison (for `lachesis bench select`).
+pub fn run_comparison(args: &Args) -> Result<harness::Comparison> {
     let started = Instant::now();
     check_policy_names("--policies", &args.policies)?;
     let mut trace = load_trace(&args.trace, args.format.as_deref())?;
@@ -183,8 +220,11 @@ pub fn run(args: &Args) -> Result<()> {
     for line in &comparison.setup.captured_gap {
         outln!("{line}");
     }
+    for line in selector_lines(&comparison) {
+        outln!("{line}");
+    }
     outln!("report: {}", args.out.join("report.md").display());
-    Ok(())
+    Ok(comparison)
 }
 
 /// Refuses, before any work, a heuristic name in `policies` that names no registered parts:

@@ -553,6 +553,18 @@ impl ServeConfig {
         for (field, name) in std::iter::once(("baseline", &self.baseline))
             .chain(self.fallback.iter().map(|f| ("fallback", f)))
         {
+            if lachesis_env::policy::Select::parse_name(name).is_some() {
+                // It rolls a simulator forward; a snapshot is not one (yet): it would only
+                // ever follow its first candidate.
+                return invalid(
+                    field,
+                    format!(
+                        "{name}: the select meta-policy needs a simulator to roll forward and \
+                         the service decides on snapshots; name the candidate to serve, or \
+                         run select in simulate/compare"
+                    ),
+                );
+            }
             if let Err(e) = lachesis_env::policy::build_policy_with(name, &options) {
                 return invalid(field, e.to_string());
             }
@@ -690,6 +702,16 @@ mod tests {
         .unwrap();
         assert!(ok.validate().is_ok());
         assert!(ServeConfig::default().validate().is_ok(), "off by default");
+    }
+
+    #[test]
+    fn a_selector_is_refused_where_nothing_can_be_rolled_forward() {
+        let cfg: ServeConfig = toml::from_str("baseline = \"select\"\n").unwrap();
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("baseline") && err.contains("needs a simulator"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -683,15 +683,17 @@ fn verdict(runs: &[Run], policies: &[String], units: usize, resamples: usize) ->
     ))
 }
 
-/// For each learned policy (`rl:`), the share of the distance from the best heuristic (the
-/// lowest mean average JCT among policies neither learned nor oracle) to the best oracle bound
+/// For each learned policy (`rl:`) and selector (`select`), the share of the distance from
+/// the best heuristic (the lowest mean average JCT among policies neither learned, selector
+/// nor oracle) to the best oracle bound
 /// that it closes, with its bootstrap interval over units (`captured_share`). The bound, per
 /// unit, is the best oracle policy's average JCT where the comparison runs one (`*-oracle`,
 /// which know true durations), else the average-JCT lower bound (each job's run time alone).
 fn captured_gap(runs: &[Run], policies: &[String], units: usize, resamples: usize) -> Vec<String> {
     let jct = |p: usize| unit_values(runs, policies.len(), units, &METRICS[0], p);
     debug_assert_eq!(METRICS[1].key, "min_avg_jct_s");
-    let learned = |p: &String| p.starts_with("rl:");
+    let learned =
+        |p: &String| p.starts_with("rl:") || lachesis_env::policy::Select::parse_name(p).is_some();
     let oracle = |p: &String| p.contains("-oracle");
     let best = |keep: &dyn Fn(&String) -> bool| {
         (0..policies.len())

@@ -147,6 +147,12 @@ pub struct Summary {
     /// on their fastest GPU model in the cluster (at their size, consolidated; ties count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fastest_gpu_share: Option<f64>,
+    /// A meta-policy's run only (`select`): what it followed and why, in one line
+    /// (`SelectionLog::line`), and the wall seconds it spent choosing (within `wall_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select_wall_s: Option<f64>,
 }
 
 /// Whether a count is 0 (a summary field then left out of the JSON).

@@ -15,8 +15,9 @@
 //! The futures never read the truth: a waiting or running job's total run time is drawn from
 //! the censored (Kaplan-Meier) estimate of finished jobs' run times given the service it has
 //! attained (`PredictedDurations::censored`; before any job finished, the user's estimate or a
-//! prior); arrivals are a Poisson process at the rate of the last `history_jobs` arrivals,
-//! each a copy of one of those jobs, its duration drawn as a fresh job's. Jobs that have not
+//! prior); arrivals are a Poisson process at the rate of the last `history_jobs` arrivals
+//! (counted over at least the horizon, so that a burst is not taken for a rate), each a copy
+//! of one of those jobs, its duration drawn as a fresh job's. Jobs that have not
 //! arrived are never looked at.
 
 use super::lookahead::{Arrival, Future, Lookahead};
@@ -144,7 +145,7 @@ impl SelectionLog {
             .filter(|(d, _)| **d > 0)
             .map(|(d, c)| (*d, c.as_str()))
             .collect();
-        parts.sort_by(|a, b| b.0.cmp(&a.0));
+        parts.sort_by_key(|p| std::cmp::Reverse(p.0));
         let followed: Vec<String> = parts
             .iter()
             .map(|(d, c)| format!("{c} {:.0}%", 100.0 * *d as f64 / total as f64))
@@ -341,7 +342,11 @@ impl Select {
         let now = ctx.now();
         let mut arrivals = Vec::new();
         if let Some(first) = window.last() {
-            let span_ms = now.saturating_sub(ctx.job(*first).submit).ms().max(1) as f64;
+            // Over at least the horizon: a burst just seen (20 jobs in a minute) is not a
+            // rate to hold for hours; a future never holds more arrivals than the history
+            // fitted on, in expectation.
+            let span_ms = (now.saturating_sub(ctx.job(*first).submit).ms() as f64)
+                .max(self.cfg.horizon_s * 1000.0);
             let rate_per_ms = window.len() as f64 / span_ms;
             let end = now.ms() as f64 + self.cfg.horizon_s * 1000.0;
             let mut t = now.ms() as f64;

@@ -378,7 +378,12 @@ impl<'t> Simulator<'t> {
             }
         }
         progress(self.progress());
-        self.finish(policy.name(), wall.elapsed().as_secs_f64())
+        let mut result = self.finish(policy.name(), wall.elapsed().as_secs_f64());
+        if let Some(log) = policy.selection() {
+            result.summary.selection = Some(log.line());
+            result.summary.select_wall_s = Some(log.wall_s);
+        }
+        result
     }
 
     pub fn progress(&self) -> Progress {
@@ -1110,6 +1115,8 @@ impl<'t> Simulator<'t> {
             wall_s,
             effective_throughput: hetero.map(|h| h.0),
             fastest_gpu_share: hetero.map(|h| h.1),
+            selection: None,
+            select_wall_s: None,
         };
         SimResult {
             summary,
