@@ -826,3 +826,112 @@ fn pollux_elastic_ranges_are_named_resized_and_need_a_table() {
         &["no job of", "could be made elastic", "--assign-workloads"],
     );
 }
+
+/// `select` runs from the CLI: simulate says what it followed and writes every choice with
+/// its scores and reason; compare prints its cost; names and settings it cannot take are
+/// refused up front.
+#[test]
+fn select_runs_in_simulate_and_compare_and_says_what_it_followed() {
+    let tmp = TempDir::new("select");
+    let out = tmp.path().join("run");
+    let cfg = tmp.path().join("policy.toml");
+    fs::write(
+        &cfg,
+        "[select]\nepoch_s = 3600.0\nhorizon_s = 7200.0\nfutures = 2\nmin_history = 5\n",
+    )
+    .unwrap();
+    let printed = stdout_of(&[
+        "simulate",
+        "--trace",
+        ITP,
+        "--cluster",
+        "2x8:V100",
+        "--policy",
+        "select:sjf/best-fit+fifo/best-fit+tiresias/best-fit/las-preempt",
+        "--policy-config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(printed.contains("selector: followed "), "{printed}");
+    let log: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("selection.json")).unwrap()).unwrap();
+    let choices = log["choices"].as_array().expect("choices");
+    assert!(choices.len() >= 2, "{log}");
+    for c in choices {
+        assert_eq!(c["scores"].as_array().unwrap().len(), 3, "{c}");
+        assert!(!c["why"].as_str().unwrap().is_empty());
+    }
+    let summary: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(
+        summary["selection"]
+            .as_str()
+            .unwrap()
+            .starts_with("followed")
+    );
+    // The same run twice: the same choices (it never reads the wall clock to decide).
+    let again = tmp.path().join("again");
+    stdout_of(&[
+        "simulate",
+        "--trace",
+        ITP,
+        "--cluster",
+        "2x8:V100",
+        "--policy",
+        "select:sjf/best-fit+fifo/best-fit+tiresias/best-fit/las-preempt",
+        "--policy-config",
+        cfg.to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    let log2: Value =
+        serde_json::from_str(&fs::read_to_string(again.join("selection.json")).unwrap()).unwrap();
+    assert_eq!(log["choices"], log2["choices"]);
+
+    let cmp = tmp.path().join("cmp");
+    let printed = stdout_of(&[
+        "compare",
+        "--trace",
+        ITP,
+        "--cluster",
+        "2x8:V100",
+        "--windows",
+        "1",
+        "--window-jobs",
+        "120",
+        "--policies",
+        "sjf/best-fit,fifo/best-fit,select",
+        "--policy-config",
+        cfg.to_str().unwrap(),
+        "-q",
+        "--out",
+        cmp.to_str().unwrap(),
+    ]);
+    assert!(printed.contains("select: choosing took "), "{printed}");
+    assert!(printed.contains("captured gap: select closes"), "{printed}");
+
+    let err = fails(&[
+        "simulate",
+        "--trace",
+        ITP,
+        "--cluster",
+        "2x8:V100",
+        "--policy",
+        "select:sjf/best-fit+sjf-oracle/best-fit",
+    ]);
+    assert_mentions(&err, &["sjf-oracle/best-fit", "upper bound"]);
+    fs::write(&cfg, "[select]\nhysteresis = 1.5\n").unwrap();
+    let err = fails(&[
+        "simulate",
+        "--trace",
+        ITP,
+        "--cluster",
+        "2x8:V100",
+        "--policy",
+        "select",
+        "--policy-config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert_mentions(&err, &["select.hysteresis"]);
+}

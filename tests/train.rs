@@ -421,6 +421,43 @@ fn improvement_rounds_label_by_lookahead_and_are_recorded() {
     }
 }
 
+/// The `select` meta-policy as the cloning teacher: it rolls its candidates forward inside
+/// the training episodes (the environment's simulator is its world) and is recorded as the
+/// teacher.
+#[test]
+fn a_selector_teaches_behaviour_cloning() {
+    let dir = scratch("select-teacher");
+    let config = dir.join("train.toml");
+    fs::write(&config, CONFIG).expect("writable");
+    let model = dir.join("model");
+    let teacher = "select:sjf/best-fit+fifo/best-fit";
+    let out = lachesis(&[
+        "train",
+        "--config",
+        config.to_str().expect("UTF-8"),
+        "--out",
+        model.to_str().expect("UTF-8"),
+        "--set",
+        &format!("bc.teacher=\"{teacher}\""),
+        "--set",
+        "ppo.total_steps=0",
+        "--card-windows",
+        "1",
+        "--card-loads",
+        "1.0",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(model.join("manifest.json")).expect("readable"))
+            .expect("JSON");
+    assert_eq!(manifest["training"]["teacher"], teacher);
+}
+
 /// The documented fine-tune (`train --from models/default --trace X --cluster auto`) on an
 /// untyped trace: the shipped model's recipe lists teacher candidates that read a throughput
 /// table (`fifo/fastest/colocate`, the elastic ones), which cannot run there. They are left
