@@ -5,7 +5,8 @@
 //! highest-scored candidates (up to `max_actions`) and "wait" are scored by lookahead
 //! (`lachesis_env::gym::lookahead`): `futures` futures whose unfinished jobs last as drawn
 //! from the run times of the episode's jobs seen to finish (`PredictedDurations`, never a true
-//! duration), each action followed by the teacher or the model for `horizon_s`, scored by
+//! duration) and whose arrivals are sampled from the recent ones (never the window's own
+//! future submissions; until 2026-12-05 they were the window's), each action followed by the teacher or the model for `horizon_s`, scored by
 //! minus jobs in the system x time. The best is the state's label. The labels of every round
 //! so far join the cloned decisions (DAgger's aggregation), and the model is refitted to them
 //! by cross-entropy. Each round reports the share of labels that differ from the teacher's
@@ -36,7 +37,9 @@ use std::time::Instant;
 /// What the manifest and the card say the labels are.
 pub const LABEL_SOURCE: &str = "lookahead: each candidate considered is scored by simulating \
     ahead over futures whose unfinished jobs' durations are drawn from the run times of jobs \
-    seen to finish (user estimates or a prior before any has), never the true durations";
+    seen to finish (user estimates or a prior before any has), never the true durations, and \
+    whose arrivals are sampled at the recent arrival rate as copies of recent jobs, never the \
+    window's own future submissions";
 
 /// The decisions behaviour cloning collected (observations and the teacher's actions).
 pub(crate) struct Cloned {

@@ -2,9 +2,10 @@
 //!
 //! At a decision point, each action considered is scored by simulating ahead: the same
 //! `futures` sampled futures for every action (common random numbers), each a fork of the
-//! episode (`SchedEnv::fork`) on a trace copy whose unfinished jobs last as a
+//! episode (`SchedEnv::fork_future`) on a trace whose unfinished jobs last as a
 //! `DurationModel` draws them (`PredictedDurations`: from jobs seen to finish, never the true
-//! durations); the action is taken in the fork, then a rollout policy (the teacher, or the
+//! durations) and whose jobs yet to arrive are sampled (`SchedEnv::predicted_future`: the
+//! recent arrival rate, copies of recent jobs; never the episode's own future arrivals); the action is taken in the fork, then a rollout policy (the teacher, or the
 //! learner) acts until `horizon_s` of sim time has passed. An action's score is its mean
 //! return over the futures in Decima's `jobs` term (minus jobs in the system x time, in the
 //! reward's time unit: over a whole episode, minus the sum of JCTs), whatever the
@@ -18,7 +19,7 @@ use super::env::EnvError;
 use super::predicted::DurationModel;
 use crate::job::Trace;
 use crate::policy::Policy;
-use crate::units::SimTime;
+use crate::units::{JobId, SimTime};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use std::sync::Mutex;
@@ -133,14 +134,14 @@ pub fn lookahead(
         ));
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let futures: Vec<Trace> = (0..cfg.futures)
-        .map(|_| env.predicted_trace(durations, &mut rng))
+    let futures: Vec<(Trace, Vec<JobId>)> = (0..cfg.futures)
+        .map(|_| env.predicted_future(durations, cfg.horizon_s, &mut rng))
         .collect::<Result<_, _>>()?;
     let horizon = SimTime::from_secs_f64(cfg.horizon_s);
     let mut work = Vec::with_capacity(actions.len() * futures.len());
     for &action in actions {
-        for future in &futures {
-            work.push((action, env.fork(future, horizon)?));
+        for (future, sources) in &futures {
+            work.push((action, env.fork_future(future, sources, horizon)?));
         }
     }
     // In the order of `work`: action by action, future by future.

@@ -37,7 +37,10 @@ pub use registry::{
     PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,
     reads_throughputs,
 };
-pub use select::{Choice, PolicyBuilder, Select, SelectConfig, SelectionLog};
+pub use select::{
+    ARRIVAL_HISTORY_JOBS, Choice, PolicyBuilder, Select, SelectConfig, SelectionLog,
+    sample_arrivals,
+};
 pub use starvation::{Reservations, StarvationBound, StarvationGuard};
 pub use view::ThroughputView;
 

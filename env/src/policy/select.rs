@@ -31,6 +31,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// How many of the latest arrived jobs sampled arrivals are fitted to, by default.
+pub const ARRIVAL_HISTORY_JOBS: usize = 500;
+
 /// The selector's knobs (`[select]` in a policy config file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,7 +67,7 @@ impl Default for SelectConfig {
             futures: 3,
             horizon_s: 6.0 * 3600.0,
             hysteresis: 0.02,
-            history_jobs: 500,
+            history_jobs: ARRIVAL_HISTORY_JOBS,
             min_history: 20,
             prior_mean_s: PredictedDurations::DEFAULT_PRIOR_MEAN_S,
         }
@@ -159,6 +162,57 @@ impl SelectionLog {
             self.rollouts,
             self.wall_s
         )
+    }
+}
+
+/// Arrivals for a sampled future from `ctx` on, over `horizon_s`: a Poisson process at the
+/// rate of the latest `history_jobs` of the `arrived` jobs (skipped ones aside), counted over
+/// at least the horizon (a burst just seen is not a rate to hold for hours: a future holds
+/// no more arrivals than that history, in expectation), each a copy of one of those jobs,
+/// drawn uniformly, lasting a draw of `durations` for a fresh job. Reads nothing of jobs that
+/// have not arrived.
+pub fn sample_arrivals(
+    ctx: &DecisionContext<'_>,
+    arrived: usize,
+    history_jobs: usize,
+    horizon_s: f64,
+    durations: &dyn DurationModel,
+    rng: &mut StdRng,
+) -> Vec<Arrival> {
+    let mut window: Vec<JobId> = Vec::new();
+    for i in (0..arrived).rev() {
+        let id = JobId(i as u32);
+        if ctx.runtime(id).state != JobState::Rejected {
+            window.push(id);
+            if window.len() >= history_jobs {
+                break;
+            }
+        }
+    }
+    let now = ctx.now();
+    let mut arrivals: Vec<Arrival> = Vec::new();
+    let Some(first) = window.last() else {
+        return arrivals;
+    };
+    let span_ms = (now.saturating_sub(ctx.job(*first).submit).ms() as f64).max(horizon_s * 1000.0);
+    let rate_per_ms = window.len() as f64 / span_ms;
+    let end = now.ms() as f64 + horizon_s * 1000.0;
+    let mut t = now.ms() as f64;
+    loop {
+        let u: f64 = rng.random();
+        t += -(1.0 - u).ln() / rate_per_ms;
+        if t > end {
+            return arrivals;
+        }
+        let source = window[rng.random_range(0..window.len())];
+        let duration = durations.total(ctx.job(source), 0, rng);
+        let submit = SimTime((t.ceil() as u64).max(now.ms() + 1));
+        let submit = arrivals.last().map_or(submit, |a| submit.max(a.submit));
+        arrivals.push(Arrival {
+            source,
+            submit,
+            duration,
+        });
     }
 }
 
@@ -328,47 +382,14 @@ impl Select {
                 }
             })
             .collect();
-        // Arrivals: the latest `history_jobs` arrived (not skipped) jobs.
-        let mut window: Vec<JobId> = Vec::new();
-        for i in (0..arrived).rev() {
-            let id = JobId(i as u32);
-            if ctx.runtime(id).state != JobState::Rejected {
-                window.push(id);
-                if window.len() == self.cfg.history_jobs {
-                    break;
-                }
-            }
-        }
-        let now = ctx.now();
-        let mut arrivals = Vec::new();
-        if let Some(first) = window.last() {
-            // Over at least the horizon: a burst just seen (20 jobs in a minute) is not a
-            // rate to hold for hours; a future never holds more arrivals than the history
-            // fitted on, in expectation.
-            let span_ms = (now.saturating_sub(ctx.job(*first).submit).ms() as f64)
-                .max(self.cfg.horizon_s * 1000.0);
-            let rate_per_ms = window.len() as f64 / span_ms;
-            let end = now.ms() as f64 + self.cfg.horizon_s * 1000.0;
-            let mut t = now.ms() as f64;
-            loop {
-                let u: f64 = rng.random();
-                t += -(1.0 - u).ln() / rate_per_ms;
-                if t > end {
-                    break;
-                }
-                let source = window[rng.random_range(0..window.len())];
-                let duration = self.durations.total(ctx.job(source), 0, rng);
-                let submit = SimTime((t.ceil() as u64).max(now.ms() + 1));
-                let submit = arrivals
-                    .last()
-                    .map_or(submit, |a: &Arrival| submit.max(a.submit));
-                arrivals.push(Arrival {
-                    source,
-                    submit,
-                    duration,
-                });
-            }
-        }
+        let arrivals = sample_arrivals(
+            ctx,
+            arrived,
+            self.cfg.history_jobs,
+            self.cfg.horizon_s,
+            &self.durations,
+            rng,
+        );
         Future {
             durations,
             arrivals,

@@ -4,7 +4,9 @@
 use super::{EnvError, SchedEnv};
 use crate::gym::predicted::DurationModel;
 use crate::job::Trace;
-use crate::policy::{DecisionContext, JobState};
+use crate::policy::lookahead::{Future, Lookahead};
+use crate::policy::{ARRIVAL_HISTORY_JOBS, DecisionContext, JobState, sample_arrivals};
+use crate::units::JobId;
 use crate::units::SimTime;
 use rand::rngs::StdRng;
 use std::sync::Arc;
@@ -53,6 +55,56 @@ impl<'t> SchedEnv<'t> {
         .map_err(|e| EnvError::Config(format!("predicted trace: {e}")))
     }
 
+    /// Like `predicted_trace`, but the jobs yet to arrive are not the episode's: its arrived
+    /// jobs with durations drawn from `model` (finished ones at their observed run times),
+    /// then arrivals over `horizon_s` drawn as the `select` meta-policy draws them
+    /// (`policy::sample_arrivals`: the recent arrival rate, copies of recent jobs). Nothing
+    /// of the episode's future is read. The trace and each arrival's source, for
+    /// `fork_future`.
+    pub fn predicted_future(
+        &self,
+        model: &dyn DurationModel,
+        horizon_s: f64,
+        rng: &mut StdRng,
+    ) -> Result<(Trace, Vec<JobId>), EnvError> {
+        let sim = self.sim.as_ref().ok_or(EnvError::EpisodeOver)?;
+        let ctx = sim.context();
+        let arrived = Lookahead::arrived(sim);
+        let durations = (0..arrived)
+            .map(|i| {
+                let id = JobId(i as u32);
+                let rt = ctx.runtime(id);
+                match rt.state {
+                    JobState::Finished => SimTime(rt.attained_ms),
+                    JobState::Rejected | JobState::NotArrived => SimTime::ZERO,
+                    JobState::Pending | JobState::Running => {
+                        let attained = ctx.attained_ms(id);
+                        model
+                            .total(ctx.job(id), attained, rng)
+                            .max(SimTime(attained.saturating_add(1)))
+                    }
+                }
+            })
+            .collect();
+        let arrivals = sample_arrivals(&ctx, arrived, ARRIVAL_HISTORY_JOBS, horizon_s, model, rng);
+        let future = Future {
+            durations,
+            arrivals,
+        };
+        let trace = sim.future_trace(&future)?;
+        Ok((trace, future.arrivals.iter().map(|a| a.source).collect()))
+    }
+
+    /// `fork` onto a trace from `predicted_future` (`sources`: its arrivals' sources).
+    pub fn fork_future<'f>(
+        &self,
+        trace: &'f Trace,
+        sources: &[JobId],
+        horizon: Option<SimTime>,
+    ) -> Result<SchedEnv<'f>, EnvError> {
+        self.fork_inner(trace, horizon, Some(sources))
+    }
+
     /// The episode as it is now, continued on `trace` (from `predicted_trace`): same
     /// observation, mask and candidates, same steps and rewards from here on as the episode
     /// would give if its unfinished jobs lasted as `trace` says (`Simulator::fork`). The
@@ -65,10 +117,22 @@ impl<'t> SchedEnv<'t> {
         trace: &'f Trace,
         horizon: Option<SimTime>,
     ) -> Result<SchedEnv<'f>, EnvError> {
+        self.fork_inner(trace, horizon, None)
+    }
+
+    fn fork_inner<'f>(
+        &self,
+        trace: &'f Trace,
+        horizon: Option<SimTime>,
+        sources: Option<&[JobId]>,
+    ) -> Result<SchedEnv<'f>, EnvError> {
         let (Some(sim), false) = (self.sim.as_ref(), self.done) else {
             return Err(EnvError::EpisodeOver);
         };
-        let sim = sim.fork(trace, horizon)?;
+        let sim = match sources {
+            None => sim.fork(trace, horizon)?,
+            Some(sources) => sim.fork_onto_future(trace, sources, horizon)?,
+        };
         let mut cfg = self.cfg.clone();
         cfg.max_steps = 0;
         cfg.max_sim_time_s = 0.0;

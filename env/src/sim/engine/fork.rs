@@ -41,6 +41,17 @@ impl Simulator<'_> {
         self.fork_inner(trace, horizon, None)
     }
 
+    /// `fork` onto a sampled future's trace (`future_trace`): its jobs past the arrived ones
+    /// are the future's arrivals, job `arrived + i` a copy of `sources[i]`.
+    pub(crate) fn fork_onto_future<'f>(
+        &self,
+        trace: &'f Trace,
+        sources: &[JobId],
+        horizon: Option<SimTime>,
+    ) -> Result<Simulator<'f>, SimError> {
+        self.fork_inner(trace, horizon, Some(sources))
+    }
+
     /// `fork`, or with `tail`, a fork whose jobs past the `arrived` ones are `trace`'s own
     /// (a sampled future's arrivals, `future.rs`), each a copy of the arrived job `tail[i]`
     /// (its workload's rates come from there); `trace`'s first `arrived` jobs must be this
