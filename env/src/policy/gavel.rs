@@ -24,6 +24,9 @@
 //! - A job whose node constraints keep it off the model it was given (the LP counts GPUs,
 //!   not labels) tries the other models where its allocation is positive, then anywhere.
 //!
+//! - **POP** (`[gavel] pop_k = 8`): the allocation LP split into `pop_k` sub-problems
+//!   solved independently ([`optim::Pop`]); 1 (the default) solves it exactly.
+//!
 //! The policy keeps its own round clock; run with `tick_s = round_s` (the CLI's default for
 //! these names) so that it is asked at every round while jobs wait. It never reads a job's
 //! duration or progress. CPU-only jobs and jobs no single model can hold (a gang larger than
@@ -36,7 +39,7 @@ use super::place::restricted_to;
 use super::planner::Planner;
 use super::{Decision, Placement, Policy, PolicyError};
 use crate::cluster::FitStrategy;
-use crate::optim::{self, AllocationError, Problem};
+use crate::optim::{self, AllocationError, Lp, Pop, Problem, Split};
 use crate::units::{GpuModelId, JobId, SimTime};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,6 +57,9 @@ pub struct GavelConfig {
     /// Least seconds between two recomputations of the allocation (Gavel: 1920); 0: at every
     /// round where the job set changed.
     pub reset_s: f64,
+    /// POP's sub-problems ([`optim::Pop`], stratified split, a new split at each
+    /// recomputation): 1 solves the exact LP; 8 is POP's setting for large clusters.
+    pub pop_k: usize,
 }
 
 impl Default for GavelConfig {
@@ -61,6 +67,7 @@ impl Default for GavelConfig {
         GavelConfig {
             round_s: super::modifier::GAVEL_ROUND_S,
             reset_s: GAVEL_RESET_S,
+            pop_k: 1,
         }
     }
 }
@@ -72,6 +79,9 @@ impl GavelConfig {
             .ok_or_else(|| format!("gavel round_s must be > 0, got {}", self.round_s))?;
         let reset = SimTime::from_secs_f64(self.reset_s)
             .ok_or_else(|| format!("gavel reset_s must be >= 0, got {}", self.reset_s))?;
+        if self.pop_k == 0 {
+            return Err("gavel pop_k must be >= 1 (1: the exact LP)".into());
+        }
         Ok((round, reset))
     }
 }
@@ -104,6 +114,9 @@ pub struct GavelRounds {
     objective: GavelObjective,
     round: SimTime,
     reset: SimTime,
+    pop_k: usize,
+    /// Recomputations so far (the seed of POP's split).
+    reallocations: u64,
     next_round: Option<SimTime>,
     last_reset: Option<SimTime>,
     last_seen: Option<SimTime>,
@@ -143,6 +156,8 @@ impl GavelRounds {
             objective,
             round,
             reset,
+            pop_k: config.pop_k,
+            reallocations: 0,
             next_round: None,
             last_reset: None,
             last_seen: None,
@@ -250,10 +265,17 @@ impl GavelRounds {
             capacity: &capacity,
             weights: &weights,
         };
-        let allocation = match self.objective {
-            GavelObjective::MaxSum => optim::max_sum_throughput(&problem)?,
-            _ => optim::max_min_fairness(&problem)?,
+        let lp = match self.objective {
+            GavelObjective::MaxSum => Lp::MaxSum,
+            _ => Lp::MaxMin,
         };
+        let pop = Pop {
+            k: self.pop_k,
+            seed: self.reallocations,
+            split: Split::Stratified,
+        };
+        self.reallocations += 1;
+        let allocation = pop.solve(lp, &problem)?;
         for (id, book) in self.books.iter_mut() {
             let elapsed = now.saturating_sub(book.since).ms() as f64;
             if let Some(old) = self.x.get(id) {

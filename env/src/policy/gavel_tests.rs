@@ -185,3 +185,38 @@ fn rounds_honour_the_allocation_over_many_rounds() {
     assert!(aware[0][0] > aware[0][1], "{aware:?}");
     assert!(aware[1][1] > aware[1][0], "{aware:?}");
 }
+
+#[test]
+fn pop_rounds_finish_the_trace_close_to_the_exact_ones() {
+    // POP with 4 sub-problems (a new split at every recomputation) on the typed trace: every
+    // job finishes, nothing rejected, and the JCT stays near the exact LP's.
+    let t = typed_trace();
+    let spec = Arc::new(load_cluster("gavel").expect("preset"));
+    let run = |pop_k: usize| {
+        let config = GavelConfig {
+            pop_k,
+            ..GavelConfig::default()
+        };
+        let mut p =
+            GavelRounds::new("gavel-maxmin", GavelObjective::MaxMin, &config).expect("valid knobs");
+        Simulator::new(&t, Arc::clone(&spec), &gavel_cfg())
+            .expect("valid run")
+            .run(&mut p, &mut |_| {})
+            .summary
+    };
+    let (exact, pop) = (run(1), run(4));
+    assert_eq!(pop.finished, pop.jobs);
+    assert_eq!(pop.rejected_decisions, 0);
+    assert_eq!(pop.policy_errors, 0);
+    let ratio = pop.avg_jct_s / exact.avg_jct_s;
+    assert!(
+        (0.8..1.25).contains(&ratio),
+        "POP {pop:?} vs exact {exact:?}"
+    );
+    let zero = GavelConfig {
+        pop_k: 0,
+        ..GavelConfig::default()
+    };
+    let err = GavelRounds::new("g", GavelObjective::MaxMin, &zero).unwrap_err();
+    assert!(err.contains("pop_k"), "{err}");
+}
