@@ -5,12 +5,14 @@
 //!
 //! ```sh
 //! cargo run --release -p lachesis-env --example gavel_anchor -- RATE JOBS SEED \
-//!     [multi] [from=4000] [to=5000] [restart=0] [round=360] [reset=1920] \
-//!     [policies=gavel-maxmin,gavel-maxmin-agnostic]
+//!     [multi] [from=4000] [to=5000] [restart=0] [round=360] [reset=1920] [pop=1] \
+//!     [shuffle] [fill] [always] [policies=gavel-maxmin,gavel-maxmin-agnostic]
 //! ```
 //!
 //! `restart`: seconds every (re)start pays (the simulator's default is 60; Gavel's simulator
-//! charges none); `round`, `reset`: the policies' `[gavel]` knobs. Jobs checkpoint every
+//! charges none); `round`, `reset`, `pop` (`pop_k`), `shuffle` (`shuffle_agnostic`), `fill`
+//! (`fill_unallocated`), `always`
+//! (`rounds_without_queue`): the policies' `[gavel]` knobs. Jobs checkpoint every
 //! second (a preempted job keeps its work, as at the end of a Gavel lease). Prints one line a
 //! policy.
 
@@ -36,7 +38,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             v.parse().map_err(|_| format!("{key}={v}: not a number"))
         })
     };
-    let multi_gpu = args.iter().skip(3).any(|a| a == "multi");
+    let flag = |name: &str| args.iter().skip(3).any(|a| a == name);
+    let multi_gpu = flag("multi");
     let from = number("from", 4000.0)? as usize;
     let to = (number("to", 5000.0)? as usize).min(jobs);
     let restart_s = number("restart", 0.0)?;
@@ -44,6 +47,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut options = PolicyOptions::default();
     options.gavel.round_s = number("round", options.gavel.round_s)?;
     options.gavel.reset_s = number("reset", options.gavel.reset_s)?;
+    options.gavel.pop_k = number("pop", 1.0)? as usize;
+    options.gavel.shuffle_agnostic = flag("shuffle");
+    options.gavel.fill_unallocated = flag("fill");
+    options.gavel.rounds_without_queue = flag("always");
     if from >= to {
         return Err(format!("empty window {from}..{to} of {jobs} jobs").into());
     }
@@ -64,8 +71,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..SimConfig::default()
     };
     println!(
-        "{}; window jobs {from}..{to}; restart {restart_s} s; round {} s; reset {} s",
-        trace.name, options.gavel.round_s, options.gavel.reset_s
+        "{}; window jobs {from}..{to}; restart {restart_s} s; {:?}",
+        trace.name, options.gavel
     );
     for name in policies.split(',') {
         let mut policy = build_policy_with(name, &options)?;

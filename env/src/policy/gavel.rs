@@ -60,6 +60,20 @@ pub struct GavelConfig {
     /// POP's sub-problems ([`optim::Pop`], stratified split, a new split at each
     /// recomputation): 1 solves the exact LP; 8 is POP's setting for large clusters.
     pub pop_k: usize,
+    /// Serve the GPU models in a random order at each round for `gavel-maxmin-agnostic`, as
+    /// Gavel does for its heterogeneity-agnostic policies (`_schedule_jobs_on_workers`
+    /// shuffles the worker types unless the policy is a `Perf` or `Packing` one). Off: the
+    /// fastest model first for every policy, which lets the agnostic policy see speeds.
+    pub shuffle_agnostic: bool,
+    /// At a round, GPUs left once the allocated jobs are served go to jobs with no
+    /// allocation on that model but a rate there, lowest priority last, as Gavel's
+    /// `_schedule_jobs_on_workers_helper` does (work-conserving). Off: a model only runs
+    /// jobs the allocation gives time on it.
+    pub fill_unallocated: bool,
+    /// Hold a round every `round_s` while jobs run, even with nobody waiting, as Gavel's
+    /// simulator does (it may move running jobs between models). Off: rounds only while jobs
+    /// wait (the simulator asks no policy otherwise).
+    pub rounds_without_queue: bool,
 }
 
 impl Default for GavelConfig {
@@ -68,6 +82,9 @@ impl Default for GavelConfig {
             round_s: super::modifier::GAVEL_ROUND_S,
             reset_s: GAVEL_RESET_S,
             pop_k: 1,
+            shuffle_agnostic: false,
+            fill_unallocated: false,
+            rounds_without_queue: false,
         }
     }
 }
@@ -117,6 +134,14 @@ pub struct GavelRounds {
     pop_k: usize,
     /// Recomputations so far (the seed of POP's split).
     reallocations: u64,
+    shuffle: bool,
+    fill_unallocated: bool,
+    rounds_without_queue: bool,
+    /// Rounds so far (the seed of the shuffled model order).
+    rounds: u64,
+    /// Per job of the allocation: the models it may run on (a rate there and room for its
+    /// gang), as a bit mask of model indices.
+    runs_on: BTreeMap<JobId, u64>,
     next_round: Option<SimTime>,
     last_reset: Option<SimTime>,
     last_seen: Option<SimTime>,
@@ -158,6 +183,11 @@ impl GavelRounds {
             reset,
             pop_k: config.pop_k,
             reallocations: 0,
+            shuffle: config.shuffle_agnostic && objective == GavelObjective::MaxMinAgnostic,
+            fill_unallocated: config.fill_unallocated,
+            rounds_without_queue: config.rounds_without_queue,
+            rounds: 0,
+            runs_on: BTreeMap::new(),
             next_round: None,
             last_reset: None,
             last_seen: None,
@@ -258,6 +288,20 @@ impl GavelRounds {
             })
             .map(|((id, _), _)| *id)
             .collect();
+        self.runs_on = active
+            .iter()
+            .zip(&rows)
+            .zip(&scale)
+            .map(|((id, row), s)| {
+                let mask = row
+                    .iter()
+                    .zip(&capacity)
+                    .enumerate()
+                    .filter(|(_, (t, c))| **t > 0.0 && *s <= **c)
+                    .fold(0u64, |m, (i, _)| m | (1u64 << i));
+                (*id, mask)
+            })
+            .collect();
         let weights = vec![1.0; active.len()];
         let problem = Problem {
             throughputs: &rows,
@@ -333,6 +377,10 @@ fn model_of(cluster: &crate::cluster::ClusterState, job: JobId) -> Option<GpuMod
 impl Policy for GavelRounds {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn acts_every_round(&self) -> bool {
+        self.rounds_without_queue
     }
 
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
@@ -428,6 +476,17 @@ impl GavelRounds {
                 .total_cmp(&spec.models[*a].speed)
                 .then(a.cmp(b))
         });
+        // Placement fallbacks keep the fastest-first order; the round's serving order is
+        // shuffled for the agnostic policy where Gavel shuffles it.
+        let fallbacks = order.clone();
+        if round && self.shuffle {
+            use rand::SeedableRng;
+            use rand::seq::SliceRandom;
+            order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(self.rounds));
+        }
+        if round {
+            self.rounds += 1;
+        }
         let candidates: Vec<JobId> = active
             .iter()
             .copied()
@@ -436,9 +495,13 @@ impl GavelRounds {
             .collect();
         let mut chosen: BTreeMap<JobId, usize> = BTreeMap::new();
         for &j in &order {
+            let fill = round && self.fill_unallocated;
             let mut queue: Vec<(JobId, (f64, f64, f64))> = candidates
                 .iter()
-                .filter(|id| self.x[*id].get(j).is_some_and(|x| *x > 0.0))
+                .filter(|id| {
+                    self.x[*id].get(j).is_some_and(|x| *x > 0.0)
+                        || (fill && self.runs_on.get(*id).is_some_and(|m| m & (1 << j) != 0))
+                })
                 .map(|id| (*id, self.rank(now, *id, j)))
                 .collect();
             queue.sort_by(|a, b| {
@@ -473,9 +536,6 @@ impl GavelRounds {
             planner.free_running(*id);
         }
         self.placer.observe(ctx);
-        // Where a job goes when its constraints keep it off the model it was given: the
-        // other models, fastest first.
-        let fallbacks = order.clone();
         // Jobs to start (and to move), largest first.
         let mut starts: Vec<(JobId, usize)> = chosen
             .iter()
