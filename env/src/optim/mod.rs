@@ -214,6 +214,183 @@ fn max_sum_within(p: &Problem<'_>, holds: &[f64]) -> Result<Allocation, Allocati
     solve(p, &vars, Objective::MaxSum(&coef))
 }
 
+/// Each job's throughput in isolation, Gavel's `IsolatedPolicy`: the cluster split evenly
+/// over the `m` jobs, `X[m][j] = capacity[j] / (m scale[m])`, rows scaled down to sum at most
+/// 1, over the types it can use. Finish-time fairness compares against it.
+pub fn isolated_throughputs(p: &Problem<'_>) -> Vec<f64> {
+    let m = p.jobs() as f64;
+    (0..p.jobs())
+        .map(|i| {
+            let x: Vec<f64> = (0..p.types())
+                .map(|j| {
+                    if p.usable(i, j) {
+                        p.capacity[j] / (m * p.scale[i])
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let row = x.iter().sum::<f64>().max(1.0);
+            (0..p.types())
+                .map(|j| p.throughputs[i][j] * x[j] / row)
+                .sum()
+        })
+        .collect()
+}
+
+/// Gavel's makespan policy (`MinTotalDurationPolicyWithPerf`), an ORACLE: it needs each
+/// job's remaining work. Minimises the time by which every job finishes, `max_m
+/// remaining[m] / sum_j T[m][j] X[m][j]`, i.e. maximises `min_m sum_j T[m][j] X[m][j] /
+/// remaining[m]` (Gavel bisects on the makespan with a feasibility LP; this is the same
+/// optimum in one LP). `remaining` in the unit of `T` times seconds (reference-seconds when
+/// `T` are speeds); `objective` is the makespan, seconds (0 when no job can run).
+pub fn min_makespan(p: &Problem<'_>, remaining: &[f64]) -> Result<Allocation, AllocationError> {
+    p.validate()?;
+    check_per_job(
+        p,
+        "remaining",
+        remaining,
+        |v| v > 0.0,
+        "a finite number > 0",
+    )?;
+    let vars = p.variables(p.capacity);
+    let coef = |m: usize, j: usize| p.throughputs[m][j] / remaining[m];
+    let mut a = solve(p, &vars, Objective::MaxMin(&coef))?;
+    a.objective = if a.objective > 0.0 {
+        1.0 / a.objective
+    } else {
+        0.0
+    };
+    Ok(a)
+}
+
+/// What finish-time fairness knows of each job: seconds since it arrived, work done and
+/// work remaining (both in the unit of `T` times seconds).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    pub elapsed_s: &'a [f64],
+    pub done: &'a [f64],
+    pub remaining: &'a [f64],
+}
+
+/// Gavel's finish-time fairness (Themis; `FinishTimeFairnessPolicyWithPerf`), an ORACLE: it
+/// needs each job's remaining work. Minimises the largest finish-time ratio
+/// `rho_m = (elapsed + remaining / sum_j T X) / ((done + remaining) / isolated)`: the job's
+/// expected completion time under the allocation over its time in isolation
+/// ([`isolated_throughputs`]; Gavel accumulates the isolated time of the work done round by
+/// round, which is `done / isolated` at a fixed isolated rate). Convex, not linear: bisection on `rho`, each step a
+/// max-min LP asking whether every job can get `remaining / (rho E_m - elapsed)`; the answer
+/// is the allocation at the smallest feasible `rho` found (relative tolerance 1e-4), and
+/// `objective` that `rho`.
+pub fn finish_time_fairness(
+    p: &Problem<'_>,
+    progress: &Progress<'_>,
+) -> Result<Allocation, AllocationError> {
+    p.validate()?;
+    let ok = |v: f64| v >= 0.0;
+    check_per_job(
+        p,
+        "elapsed_s",
+        progress.elapsed_s,
+        ok,
+        "a finite number >= 0",
+    )?;
+    check_per_job(p, "done", progress.done, ok, "a finite number >= 0")?;
+    let positive = |v: f64| v > 0.0;
+    check_per_job(
+        p,
+        "remaining",
+        progress.remaining,
+        positive,
+        "a finite number > 0",
+    )?;
+    let iso = isolated_throughputs(p);
+    let vars = p.variables(p.capacity);
+    let runs: Vec<bool> = (0..p.jobs())
+        .map(|m| (0..p.types()).any(|j| p.usable(m, j)))
+        .collect();
+    // Isolated completion time of each job that can run.
+    let isolated_s: Vec<f64> = (0..p.jobs())
+        .map(|m| (progress.done[m] + progress.remaining[m]) / iso[m].max(f64::MIN_POSITIVE))
+        .collect();
+    let attempt = |rho: f64| -> Result<Option<Allocation>, AllocationError> {
+        let mut need = vec![0.0; p.jobs()];
+        for m in (0..p.jobs()).filter(|m| runs[*m]) {
+            let slack = rho * isolated_s[m] - progress.elapsed_s[m];
+            if slack <= 0.0 {
+                return Ok(None);
+            }
+            need[m] = progress.remaining[m] / slack;
+        }
+        let coef = |m: usize, j: usize| p.throughputs[m][j] / need[m];
+        let a = solve(p, &vars, Objective::MaxMin(&coef))?;
+        Ok((a.objective >= 1.0 - 1e-7).then_some(a))
+    };
+    if vars.is_empty() {
+        return solve(p, &vars, Objective::MaxSum(&|_, _| 0.0));
+    }
+    // Below `lo` some job's deadline has already passed.
+    let lo0 = (0..p.jobs())
+        .filter(|m| runs[*m])
+        .map(|m| progress.elapsed_s[m] / isolated_s[m])
+        .fold(0.0, f64::max);
+    let (mut lo, mut hi) = (lo0, lo0.max(0.5) * 2.0);
+    let mut best = None;
+    for _ in 0..64 {
+        if let Some(a) = attempt(hi)? {
+            best = Some(a);
+            break;
+        }
+        lo = hi;
+        hi *= 2.0;
+    }
+    let mut best = best.ok_or_else(|| {
+        AllocationError::Solver("finish-time fairness: no feasible ratio below 2^64".into())
+    })?;
+    while hi - lo > 1e-4 * hi {
+        let mid = 0.5 * (lo + hi);
+        match attempt(mid)? {
+            Some(a) => {
+                best = a;
+                hi = mid;
+            }
+            None => lo = mid,
+        }
+    }
+    best.objective = hi;
+    Ok(best)
+}
+
+/// Checks a per-job input of an oracle LP: one value a job, each meeting `ok`.
+fn check_per_job(
+    p: &Problem<'_>,
+    what: &'static str,
+    values: &[f64],
+    ok: fn(f64) -> bool,
+    rule: &'static str,
+) -> Result<(), AllocationError> {
+    if values.len() != p.jobs() {
+        return Err(AllocationError::Shape {
+            what,
+            expected: p.jobs(),
+            got: values.len(),
+        });
+    }
+    match values
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(v.is_finite() && ok(**v)))
+    {
+        Some((index, &value)) => Err(AllocationError::Value {
+            what,
+            index,
+            value,
+            rule,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Which allocation LP to solve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lp {

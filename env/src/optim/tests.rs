@@ -342,3 +342,74 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn makespan_oracle_table() {
+    // One GPU, two jobs of rate 1 with 1 and 3 s of work: maximise min(x0 / 1, x1 / 3),
+    // x0 + x1 <= 1 -> x0 = 1/4, x1 = 3/4; both finish at 4 s.
+    let (t, scale, cap, w) = (vec![vec![1.0]; 2], vec![1.0; 2], vec![1.0], vec![1.0; 2]);
+    let p = problem(&t, &scale, &cap, &w);
+    let a = min_makespan(&p, &[1.0, 3.0]).unwrap();
+    assert_feasible(&p, &a);
+    assert!(close(&a.x, &[vec![0.25], vec![0.75]]), "{:?}", a.x);
+    assert!((a.objective - 4.0).abs() < 1e-3, "{}", a.objective);
+    // One V100, one K80; A 4 / 1 with 4 s of work, B 2 / 1 with 3 s. With all rows and
+    // columns full (b2 = a1, b1 = a2 = 1 - a1): A's rate 3 a1 + 1 over 4, B's 2 - a1 over
+    // 3; equal at a1 = 5/13: both at 7/13 a second, makespan 13/7.
+    let t = vec![vec![4.0, 1.0], vec![2.0, 1.0]];
+    let (scale, cap, w) = (vec![1.0; 2], vec![1.0, 1.0], vec![1.0; 2]);
+    let p = problem(&t, &scale, &cap, &w);
+    let a = min_makespan(&p, &[4.0, 3.0]).unwrap();
+    assert_feasible(&p, &a);
+    assert!((a.objective - 13.0 / 7.0).abs() < 1e-3, "{}", a.objective);
+    let (a1, b1) = (5.0 / 13.0, 8.0 / 13.0);
+    assert!(
+        close(&a.x, &[vec![a1, 1.0 - a1], vec![b1, 1.0 - b1]]),
+        "{:?}",
+        a.x
+    );
+    let err = min_makespan(&p, &[4.0, 0.0]).unwrap_err();
+    assert!(err.to_string().contains("remaining[1]"), "{err}");
+}
+
+#[test]
+fn finish_time_fairness_oracle_table() {
+    let (t, scale, cap, w) = (vec![vec![1.0]; 2], vec![1.0; 2], vec![1.0], vec![1.0; 2]);
+    let p = problem(&t, &scale, &cap, &w);
+    // Isolated, each job has half the GPU: rate 1/2.
+    assert_eq!(isolated_throughputs(&p), vec![0.5, 0.5]);
+    // Fresh jobs: rho_m = (R / x) / (R / (1/2)) = 1 / (2 x): the equal split, rho = 1.
+    let fresh = Progress {
+        elapsed_s: &[0.0, 0.0],
+        done: &[0.0, 0.0],
+        remaining: &[1.0, 3.0],
+    };
+    let a = finish_time_fairness(&p, &fresh).unwrap();
+    assert_feasible(&p, &a);
+    assert!(close(&a.x, &[vec![0.5], vec![0.5]]), "{:?}", a.x);
+    assert!((a.objective - 1.0).abs() < 1e-3, "{}", a.objective);
+    // A has waited 2 s for its 1 s of work (isolated time 2 s), B is fresh (1 s, isolated
+    // 2 s): rho_A = (2 + 1/a) / 2, rho_B = (1/b) / 2 with a + b = 1; equal at a^2 = 1/2:
+    // a = 0.7071, b = 0.2929, rho = 1.7071.
+    let waited = Progress {
+        elapsed_s: &[2.0, 0.0],
+        done: &[0.0, 0.0],
+        remaining: &[1.0, 1.0],
+    };
+    let a = finish_time_fairness(&p, &waited).unwrap();
+    assert_feasible(&p, &a);
+    let half = 0.5f64.sqrt();
+    assert!((a.x[0][0] - half).abs() < 1e-3, "{:?}", a.x);
+    assert!((a.objective - (1.0 + half)).abs() < 1e-3, "{}", a.objective);
+    let bad = Progress {
+        elapsed_s: &[0.0],
+        ..waited
+    };
+    assert!(matches!(
+        finish_time_fairness(&p, &bad),
+        Err(AllocationError::Shape {
+            what: "elapsed_s",
+            ..
+        })
+    ));
+}

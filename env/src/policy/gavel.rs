@@ -112,6 +112,22 @@ pub enum GavelObjective {
     MaxMinAgnostic,
     /// Max-sum of normalised throughput (`max_sum_throughput_perf`).
     MaxSum,
+    /// ORACLE: finish-time fairness (Themis; `finish_time_fairness_perf`) on true remaining
+    /// work ([`optim::finish_time_fairness`]). An upper bound, not a scheduler.
+    FinishTimeFairnessOracle,
+    /// ORACLE: least makespan of the active jobs (`min_total_duration_perf`) on true
+    /// remaining work ([`optim::min_makespan`]). An upper bound, not a scheduler.
+    MakespanOracle,
+}
+
+impl GavelObjective {
+    /// Whether it reads true durations.
+    pub fn is_oracle(self) -> bool {
+        matches!(
+            self,
+            GavelObjective::FinishTimeFairnessOracle | GavelObjective::MakespanOracle
+        )
+    }
 }
 
 /// A job's time on each GPU model since the allocation was last recomputed.
@@ -142,6 +158,11 @@ pub struct GavelRounds {
     /// Per job of the allocation: the models it may run on (a rate there and room for its
     /// gang), as a bit mask of model indices.
     runs_on: BTreeMap<JobId, u64>,
+    /// True durations by job id: the `-oracle` objectives only.
+    oracle: Option<std::sync::Arc<[SimTime]>>,
+    /// The oracles' count of each active job's work done, reference-seconds (time run on each
+    /// model times its table speed there; restart overheads and lost work not subtracted).
+    work_s: BTreeMap<JobId, f64>,
     next_round: Option<SimTime>,
     last_reset: Option<SimTime>,
     last_seen: Option<SimTime>,
@@ -170,12 +191,40 @@ impl std::fmt::Debug for GavelRounds {
 const UNSERVED: f64 = 1e9;
 
 impl GavelRounds {
+    /// The rounds of a non-oracle `objective`.
     pub fn new(
         name: &str,
         objective: GavelObjective,
         config: &GavelConfig,
     ) -> Result<Self, String> {
+        if objective.is_oracle() {
+            return Err(format!(
+                "`{name}` needs true durations (PolicyOptions::oracle_durations): it is an \
+                 upper bound, not a real scheduler"
+            ));
+        }
+        Self::build(name, objective, config, None)
+    }
+
+    /// The rounds of an `-oracle` objective, reading `durations` (true durations by job id:
+    /// an upper bound, not a scheduler); any other objective ignores them.
+    pub fn oracle(
+        name: &str,
+        objective: GavelObjective,
+        config: &GavelConfig,
+        durations: std::sync::Arc<[SimTime]>,
+    ) -> Result<Self, String> {
+        Self::build(name, objective, config, Some(durations))
+    }
+
+    fn build(
+        name: &str,
+        objective: GavelObjective,
+        config: &GavelConfig,
+        oracle: Option<std::sync::Arc<[SimTime]>>,
+    ) -> Result<Self, String> {
         let (round, reset) = config.resolve()?;
+        let oracle = oracle.filter(|_| objective.is_oracle());
         Ok(GavelRounds {
             name: name.to_string(),
             objective,
@@ -188,6 +237,8 @@ impl GavelRounds {
             rounds_without_queue: config.rounds_without_queue,
             rounds: 0,
             runs_on: BTreeMap::new(),
+            oracle,
+            work_s: BTreeMap::new(),
             next_round: None,
             last_reset: None,
             last_seen: None,
@@ -224,6 +275,18 @@ impl GavelRounds {
             });
             if let Some(ms) = entry.ms.get_mut(model.index()) {
                 *ms += now.saturating_sub(from.max(entry.since)).ms();
+            }
+            if self.oracle.is_some() {
+                let gpus = u32::try_from(ctx.job(alloc.job).gpus_total()).unwrap_or(u32::MAX);
+                let speed = ctx.speed(alloc.job, model, gpus).unwrap_or_else(|| {
+                    cluster
+                        .spec()
+                        .models
+                        .get(model.index())
+                        .map_or(1.0, |m| m.speed)
+                });
+                *self.work_s.entry(alloc.job).or_insert(0.0) +=
+                    now.saturating_sub(from).secs_f64() * speed;
             }
         }
     }
@@ -319,7 +382,39 @@ impl GavelRounds {
             split: Split::Stratified,
         };
         self.reallocations += 1;
-        let allocation = pop.solve(lp, &problem)?;
+        let allocation = match (&self.oracle, self.objective) {
+            (Some(truth), objective) if objective.is_oracle() => {
+                let done: Vec<f64> = active
+                    .iter()
+                    .map(|id| self.work_s.get(id).copied().unwrap_or(0.0))
+                    .collect();
+                // At least a second left: the count of work done runs ahead of the
+                // simulator's by restart overheads and lost work.
+                let remaining: Vec<f64> = active
+                    .iter()
+                    .zip(&done)
+                    .map(|(id, d)| {
+                        let total = truth.get(id.index()).map_or(0.0, |t| t.secs_f64());
+                        (total - d).max(1.0)
+                    })
+                    .collect();
+                if objective == GavelObjective::MakespanOracle {
+                    optim::min_makespan(&problem, &remaining)?
+                } else {
+                    let elapsed_s: Vec<f64> = active
+                        .iter()
+                        .map(|id| now.saturating_sub(ctx.job(*id).submit).secs_f64())
+                        .collect();
+                    let progress = optim::Progress {
+                        elapsed_s: &elapsed_s,
+                        done: &done,
+                        remaining: &remaining,
+                    };
+                    optim::finish_time_fairness(&problem, &progress)?
+                }
+            }
+            _ => pop.solve(lp, &problem)?,
+        };
         for (id, book) in self.books.iter_mut() {
             let elapsed = now.saturating_sub(book.since).ms() as f64;
             if let Some(old) = self.x.get(id) {
@@ -399,6 +494,7 @@ impl Policy for GavelRounds {
             .into_iter()
             .collect();
         self.books.retain(|id, _| active.binary_search(id).is_ok());
+        self.work_s.retain(|id, _| active.binary_search(id).is_ok());
         if self.x.len() != active.len() || active.iter().any(|id| !self.x.contains_key(id)) {
             self.stale = true;
         }

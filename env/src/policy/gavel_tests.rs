@@ -305,3 +305,43 @@ fn filling_unallocated_gpus_finishes_the_trace_and_uses_no_fewer_gpus() {
         off.gpu_alloc_rate
     );
 }
+
+#[test]
+fn oracle_rounds_need_durations_and_finish_the_trace() {
+    use crate::policy::{PolicyOptions, build_policy_with};
+    let t = typed_trace();
+    let spec = Arc::new(load_cluster("gavel").expect("preset"));
+    // Without true durations the oracles are refused, naming why.
+    for name in ["gavel-ftf-oracle", "gavel-makespan-oracle"] {
+        let err = build_policy(name, 0).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("true durations"), "{name}: {err}");
+    }
+    let options = PolicyOptions {
+        oracle_durations: Some(t.true_durations().into()),
+        ..PolicyOptions::default()
+    };
+    let run = |name: &str| {
+        let mut p = build_policy_with(name, &options).expect("registered");
+        assert_eq!(p.name(), name);
+        Simulator::new(&t, Arc::clone(&spec), &gavel_cfg())
+            .expect("valid run")
+            .run(p.as_mut(), &mut |_| {})
+            .summary
+    };
+    let maxmin = run("gavel-maxmin");
+    for name in ["gavel-ftf-oracle", "gavel-makespan-oracle"] {
+        let s = run(name);
+        assert_eq!(s.finished, s.jobs, "{name}");
+        assert_eq!(s.rejected_decisions, 0, "{name}");
+        assert_eq!(s.policy_errors, 0, "{name}");
+        if name == "gavel-makespan-oracle" {
+            // Knowing the work left, it finishes the trace no later than max-min fairness.
+            assert!(
+                s.makespan_s <= maxmin.makespan_s * 1.01,
+                "{} vs {}",
+                s.makespan_s,
+                maxmin.makespan_s
+            );
+        }
+    }
+}
