@@ -80,6 +80,9 @@ pub enum Command {
     /// over loopback gRPC; latency percentiles, decisions/s and an optional soak, against the
     /// issue's targets.
     Serve(crate::bench_serve::Args),
+    /// Gavel's max-min allocation LP for 2,048 jobs on Gavel's cluster: exact against POP
+    /// (k sub-problems) on one core and on all, with the objective gap.
+    Lp(crate::bench_lp::Args),
     /// The Slurm bridge on a real Slurm cluster started here, against Slurm's own scheduler:
     /// jobs/s end to end and submit-to-running latency.
     Slurm(crate::bench_slurm::Args),
@@ -140,6 +143,7 @@ pub fn run(cmd: &Command) -> Result<()> {
         Command::Decide(args) => crate::bench_decide::run(args),
         Command::Slurm(args) => crate::bench_slurm::run(args),
         Command::Select(args) => select_cost(args),
+        Command::Lp(args) => crate::bench_lp::run(args),
     }
 }
 

@@ -5,7 +5,7 @@
 //! the arguments and prints.
 
 use anyhow::{Context, Result, bail, ensure};
-use lachesis_agent::harness::{self, CompareSpec, load_trace, resolve_cluster};
+use lachesis_agent::harness::{self, CompareSpec, resolve_cluster};
 use lachesis_env::units::parse_duration;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,6 +18,10 @@ pub struct Args {
     pub trace: PathBuf,
     #[arg(long)]
     pub format: Option<String>,
+    /// Compare on a generated trace instead: `gavel:RATE:JOBS[:SEED][:multi]` (as `simulate
+    /// --generate`; run with `--throughputs gavel`).
+    #[arg(long, value_name = "gavel:RATE:JOBS[:SEED][:multi]", conflicts_with_all = ["trace", "format"])]
+    pub generate: Option<String>,
     /// Cluster: preset, shape, TOML file, or auto[:G:MODEL@LOAD] sized from the whole trace
     /// (default: 3 nodes of 8 V100s, where the excerpt's windows queue and the policies differ).
     #[arg(long, default_value = "3x8:V100")]
@@ -140,12 +144,15 @@ pub fn selector_lines(c: &harness::Comparison) -> Vec<String> {
 pub fn run_comparison(args: &Args) -> Result<harness::Comparison> {
     let started = Instant::now();
     check_policy_names("--policies", &args.policies)?;
-    let mut trace = load_trace(&args.trace, args.format.as_deref())?;
+    let mut trace = crate::simulate::trace_source(
+        Some(&args.trace),
+        args.format.as_deref(),
+        args.generate.as_deref(),
+    )?;
     if let Some(spread) = args.duration_spread {
         trace = lachesis_env::sim::respread_durations(&trace, spread)
             .with_context(|| format!("--duration-spread {spread}"))?;
     }
-    trace.name = args.trace.display().to_string();
     trace = args.hetero.assign(trace)?;
     let cluster = Arc::new(
         args.hetero

@@ -32,6 +32,7 @@ mod bench_decide;
 mod bench_env;
 mod bench_fgd;
 mod bench_infer;
+mod bench_lp;
 mod bench_serve;
 mod bench_slurm;
 mod compare;

@@ -149,6 +149,7 @@ fn run_compare(
     compare::run(&compare::Args {
         trace: trace_path,
         format: None,
+        generate: None,
         cluster: cluster_path.display().to_string(),
         policies,
         baseline: None,

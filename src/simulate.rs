@@ -11,6 +11,7 @@ use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_
 use lachesis_env::throughput::{
     ElasticRule, WorkloadRule, assign_elastic, assign_workloads, load_table,
 };
+use lachesis_env::trace::gavel_jobs::{GavelWorkload, gavel_workload};
 use lachesis_env::units::parse_duration;
 use std::fs;
 use std::io::BufWriter;
@@ -21,11 +22,17 @@ use std::sync::Arc;
 pub struct Args {
     /// Trace file in any format `lachesis trace stats` reads, detected from its header; it
     /// must have arrival and duration times (a static pod list is placed by `bench fgd`).
-    #[arg(long)]
-    pub trace: PathBuf,
+    #[arg(long, required_unless_present = "generate")]
+    pub trace: Option<PathBuf>,
     /// Force the trace format (normalized, openb, itp, swf, dlrm, helios, sia-philly).
     #[arg(long)]
     pub format: Option<String>,
+    /// Generate the trace instead of reading one: `gavel:RATE:JOBS[:SEED][:multi]`, Gavel's
+    /// workload generator (Poisson arrivals at RATE jobs/h, its duration mixture and job
+    /// templates; `multi`: its multi-GPU sizes). Jobs carry Gavel's templates as workload
+    /// types: run with `--throughputs gavel`.
+    #[arg(long, value_name = "gavel:RATE:JOBS[:SEED][:multi]", conflicts_with_all = ["trace", "format"])]
+    pub generate: Option<String>,
     /// Cluster: a preset (openb, pai-2020, spot-2026, gavel, sia; an inventory on a throughput
     /// table's GPU models as pai-2020:gavel), a shape like 64x8:A100, a TOML file, or
     /// `auto[:G:MODEL@LOAD]`: the smallest cluster of G-GPU nodes (default 8 x V100) that holds
@@ -228,15 +235,18 @@ pub fn run(args: &Args) -> Result<()> {
     ) {
         bail!("--policy {}: {w}", args.policy);
     }
-    let mut trace = load_trace(&args.trace, args.format.as_deref())?;
-    trace.name = args.trace.display().to_string();
+    let mut trace = trace_source(
+        args.trace.as_deref(),
+        args.format.as_deref(),
+        args.generate.as_deref(),
+    )?;
     if let Some(w) = &args.window {
         let (from, to) = parse_window(w).context("--window")?;
         trace = trace.window(from, to);
         if trace.is_empty() {
             bail!(
                 "--window {w}: no job of {} is submitted in that window",
-                args.trace.display()
+                trace.name
             );
         }
     }
@@ -285,6 +295,27 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The trace of `--trace FILE` (named by its path) or of `--generate SPEC` (named by the
+/// generator and its parameters), for `simulate` and `compare`.
+pub fn trace_source(
+    path: Option<&Path>,
+    format: Option<&str>,
+    generate: Option<&str>,
+) -> Result<Trace> {
+    match (path, generate) {
+        (_, Some(spec)) => {
+            let workload = GavelWorkload::parse(spec).context("--generate")?;
+            gavel_workload(&workload).context("--generate")
+        }
+        (Some(path), None) => {
+            let mut trace = load_trace(path, format)?;
+            trace.name = path.display().to_string();
+            Ok(trace)
+        }
+        (None, None) => bail!("give --trace FILE or --generate gavel:RATE:JOBS[:SEED][:multi]"),
+    }
 }
 
 /// Writes `summary.json`, `jobs.csv`, `timeline.csv` into `dir` (created if missing).

@@ -209,6 +209,7 @@ pub fn run(args: &Args) -> Result<()> {
         let compare = crate::compare::Args {
             trace: PathBuf::from(&d.trace),
             format: d.format.clone(),
+            generate: None,
             cluster: d.cluster.clone(),
             policies,
             baseline: Some(model),

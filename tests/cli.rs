@@ -934,4 +934,84 @@ fn select_runs_in_simulate_and_compare_and_says_what_it_followed() {
         cfg.to_str().unwrap(),
     ]);
     assert_mentions(&err, &["select.hysteresis"]);
+
+#[test]
+fn generate_gavel_is_a_trace_source_for_simulate_and_compare() {
+    let run = |spec: &str| {
+        stdout_json(&[
+            "simulate",
+            "--generate",
+            spec,
+            "--cluster",
+            "gavel",
+            "--throughputs",
+            "gavel",
+            "--policy",
+            "fifo/fastest",
+            "--json",
+        ])
+    };
+    let s = run("gavel:5.6:40:3");
+    assert_eq!(
+        s["trace"],
+        "gavel-workload (40 jobs, 5.6 jobs/h, 1-GPU, seed 3)"
+    );
+    assert_eq!(count(&s, "jobs"), 40);
+    assert_eq!(count(&s, "finished"), 40);
+    // Same spec, same run; another seed, another trace.
+    assert_eq!(
+        without_wall_time(s.clone()),
+        without_wall_time(run("gavel:5.6:40:3"))
+    );
+    assert_ne!(s["avg_jct_s"], run("gavel:5.6:40:4")["avg_jct_s"]);
+    let multi = run("gavel:2:40:3:multi");
+    assert_eq!(count(&multi, "finished"), 40);
+
+    let err = fails(&["simulate", "--generate", "gavel:0:40", "--cluster", "gavel"]);
+    assert_mentions(&err, &["--generate", "RATE must be > 0", "gavel:RATE:JOBS"]);
+    let err = fails(&[
+        "simulate",
+        "--generate",
+        "philly:4:40",
+        "--cluster",
+        "gavel",
+    ]);
+    assert_mentions(&err, &["--generate", "unknown generator `philly`"]);
+    let err = fails(&[
+        "simulate",
+        "--generate",
+        "gavel:4:40",
+        "--trace",
+        TINY,
+        "--cluster",
+        "gavel",
+    ]);
+    assert_mentions(&err, &["--generate", "--trace"]);
+    let err = fails(&["simulate", "--cluster", "gavel"]);
+    assert_mentions(&err, &["--trace"]);
+
+    let out = TempDir::new("compare-generate");
+    let printed = stdout_of(&[
+        "compare",
+        "--generate",
+        "gavel:5.6:40:3",
+        "--cluster",
+        "gavel",
+        "--throughputs",
+        "gavel",
+        "--policies",
+        "fifo/fastest,fifo/best-fit",
+        "--windows",
+        "0",
+        "--load",
+        "none",
+        "--resamples",
+        "100",
+        "-q",
+        "-o",
+        out.str(),
+    ]);
+    assert!(printed.contains("report:"), "{printed}");
+    let report = fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(report.contains("gavel-workload (40 jobs"), "{report}");
 }

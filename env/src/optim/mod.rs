@@ -138,14 +138,20 @@ impl Problem<'_> {
     /// Whether job `m` may be given time on type `j`: it runs there and the type has room
     /// for all of its GPUs.
     fn usable(&self, m: usize, j: usize) -> bool {
-        self.throughputs[m][j] > 0.0 && self.scale[m] <= self.capacity[j]
+        self.usable_within(self.capacity, m, j)
+    }
+
+    /// [`Self::usable`] with the room judged against `holds` GPUs per type (a POP
+    /// sub-problem's fraction of a type still holds a gang the whole type holds).
+    fn usable_within(&self, holds: &[f64], m: usize, j: usize) -> bool {
+        self.throughputs[m][j] > 0.0 && self.scale[m] <= holds[j]
     }
 
     /// The (job, type) pairs that get a variable, row by row.
-    fn variables(&self) -> Vec<(usize, usize)> {
+    fn variables(&self, holds: &[f64]) -> Vec<(usize, usize)> {
         (0..self.jobs())
             .flat_map(|m| (0..self.types()).map(move |j| (m, j)))
-            .filter(|(m, j)| self.usable(*m, *j))
+            .filter(|(m, j)| self.usable_within(holds, *m, *j))
             .collect()
     }
 }
@@ -155,6 +161,10 @@ impl Problem<'_> {
 /// so `sum_j T[m][j] capacity[j] / sum capacity` (types it cannot use count as 0). The
 /// max-min objective normalises each job's throughput by this.
 pub fn equal_share_throughputs(p: &Problem<'_>) -> Vec<f64> {
+    equal_share_within(p, p.capacity)
+}
+
+fn equal_share_within(p: &Problem<'_>, holds: &[f64]) -> Vec<f64> {
     let total: f64 = p.capacity.iter().sum();
     (0..p.jobs())
         .map(|m| {
@@ -162,7 +172,7 @@ pub fn equal_share_throughputs(p: &Problem<'_>) -> Vec<f64> {
                 return 0.0;
             }
             (0..p.types())
-                .filter(|j| p.usable(m, *j))
+                .filter(|j| p.usable_within(holds, m, *j))
                 .map(|j| p.throughputs[m][j] * p.capacity[j] / total)
                 .sum()
         })
@@ -177,8 +187,12 @@ pub fn equal_share_throughputs(p: &Problem<'_>) -> Vec<f64> {
 /// no time and are left out of the minimum.
 pub fn max_min_fairness(p: &Problem<'_>) -> Result<Allocation, AllocationError> {
     p.validate()?;
-    let share = equal_share_throughputs(p);
-    let vars = p.variables();
+    max_min_within(p, p.capacity)
+}
+
+fn max_min_within(p: &Problem<'_>, holds: &[f64]) -> Result<Allocation, AllocationError> {
+    let share = equal_share_within(p, holds);
+    let vars = p.variables(holds);
     let coef = |m: usize, j: usize| {
         p.scale[m] * p.throughputs[m][j] / (p.weights[m] * share[m].max(f64::MIN_POSITIVE))
     };
@@ -191,9 +205,357 @@ pub fn max_min_fairness(p: &Problem<'_>) -> Result<Allocation, AllocationError> 
 /// measured in different units add up).
 pub fn max_sum_throughput(p: &Problem<'_>) -> Result<Allocation, AllocationError> {
     p.validate()?;
-    let vars = p.variables();
+    max_sum_within(p, p.capacity)
+}
+
+fn max_sum_within(p: &Problem<'_>, holds: &[f64]) -> Result<Allocation, AllocationError> {
+    let vars = p.variables(holds);
     let coef = |m: usize, j: usize| p.weights[m] * p.throughputs[m][j];
     solve(p, &vars, Objective::MaxSum(&coef))
+}
+
+/// Each job's throughput in isolation, Gavel's `IsolatedPolicy`: the cluster split evenly
+/// over the `m` jobs, `X[m][j] = capacity[j] / (m scale[m])`, rows scaled down to sum at most
+/// 1, over the types it can use. Finish-time fairness compares against it.
+pub fn isolated_throughputs(p: &Problem<'_>) -> Vec<f64> {
+    let m = p.jobs() as f64;
+    (0..p.jobs())
+        .map(|i| {
+            let x: Vec<f64> = (0..p.types())
+                .map(|j| {
+                    if p.usable(i, j) {
+                        p.capacity[j] / (m * p.scale[i])
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let row = x.iter().sum::<f64>().max(1.0);
+            (0..p.types())
+                .map(|j| p.throughputs[i][j] * x[j] / row)
+                .sum()
+        })
+        .collect()
+}
+
+/// Gavel's makespan policy (`MinTotalDurationPolicyWithPerf`), an ORACLE: it needs each
+/// job's remaining work. Minimises the time by which every job finishes, `max_m
+/// remaining[m] / sum_j T[m][j] X[m][j]`, i.e. maximises `min_m sum_j T[m][j] X[m][j] /
+/// remaining[m]` (Gavel bisects on the makespan with a feasibility LP; this is the same
+/// optimum in one LP). `remaining` in the unit of `T` times seconds (reference-seconds when
+/// `T` are speeds); `objective` is the makespan, seconds (0 when no job can run).
+pub fn min_makespan(p: &Problem<'_>, remaining: &[f64]) -> Result<Allocation, AllocationError> {
+    p.validate()?;
+    check_per_job(
+        p,
+        "remaining",
+        remaining,
+        |v| v > 0.0,
+        "a finite number > 0",
+    )?;
+    let vars = p.variables(p.capacity);
+    let coef = |m: usize, j: usize| p.throughputs[m][j] / remaining[m];
+    let mut a = solve(p, &vars, Objective::MaxMin(&coef))?;
+    a.objective = if a.objective > 0.0 {
+        1.0 / a.objective
+    } else {
+        0.0
+    };
+    Ok(a)
+}
+
+/// What finish-time fairness knows of each job: seconds since it arrived, work done and
+/// work remaining (both in the unit of `T` times seconds).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    pub elapsed_s: &'a [f64],
+    pub done: &'a [f64],
+    pub remaining: &'a [f64],
+}
+
+/// Gavel's finish-time fairness (Themis; `FinishTimeFairnessPolicyWithPerf`), an ORACLE: it
+/// needs each job's remaining work. Minimises the largest finish-time ratio
+/// `rho_m = (elapsed + remaining / sum_j T X) / ((done + remaining) / isolated)`: the job's
+/// expected completion time under the allocation over its time in isolation
+/// ([`isolated_throughputs`]; Gavel accumulates the isolated time of the work done round by
+/// round, which is `done / isolated` at a fixed isolated rate). Convex, not linear: bisection on `rho`, each step a
+/// max-min LP asking whether every job can get `remaining / (rho E_m - elapsed)`; the answer
+/// is the allocation at the smallest feasible `rho` found (relative tolerance 1e-4), and
+/// `objective` that `rho`.
+pub fn finish_time_fairness(
+    p: &Problem<'_>,
+    progress: &Progress<'_>,
+) -> Result<Allocation, AllocationError> {
+    p.validate()?;
+    let ok = |v: f64| v >= 0.0;
+    check_per_job(
+        p,
+        "elapsed_s",
+        progress.elapsed_s,
+        ok,
+        "a finite number >= 0",
+    )?;
+    check_per_job(p, "done", progress.done, ok, "a finite number >= 0")?;
+    let positive = |v: f64| v > 0.0;
+    check_per_job(
+        p,
+        "remaining",
+        progress.remaining,
+        positive,
+        "a finite number > 0",
+    )?;
+    let iso = isolated_throughputs(p);
+    let vars = p.variables(p.capacity);
+    let runs: Vec<bool> = (0..p.jobs())
+        .map(|m| (0..p.types()).any(|j| p.usable(m, j)))
+        .collect();
+    // Isolated completion time of each job that can run.
+    let isolated_s: Vec<f64> = (0..p.jobs())
+        .map(|m| (progress.done[m] + progress.remaining[m]) / iso[m].max(f64::MIN_POSITIVE))
+        .collect();
+    let attempt = |rho: f64| -> Result<Option<Allocation>, AllocationError> {
+        let mut need = vec![0.0; p.jobs()];
+        for m in (0..p.jobs()).filter(|m| runs[*m]) {
+            let slack = rho * isolated_s[m] - progress.elapsed_s[m];
+            if slack <= 0.0 {
+                return Ok(None);
+            }
+            need[m] = progress.remaining[m] / slack;
+        }
+        let coef = |m: usize, j: usize| p.throughputs[m][j] / need[m];
+        let a = solve(p, &vars, Objective::MaxMin(&coef))?;
+        Ok((a.objective >= 1.0 - 1e-7).then_some(a))
+    };
+    if vars.is_empty() {
+        return solve(p, &vars, Objective::MaxSum(&|_, _| 0.0));
+    }
+    // Below `lo` some job's deadline has already passed.
+    let lo0 = (0..p.jobs())
+        .filter(|m| runs[*m])
+        .map(|m| progress.elapsed_s[m] / isolated_s[m])
+        .fold(0.0, f64::max);
+    let (mut lo, mut hi) = (lo0, lo0.max(0.5) * 2.0);
+    let mut best = None;
+    for _ in 0..64 {
+        if let Some(a) = attempt(hi)? {
+            best = Some(a);
+            break;
+        }
+        lo = hi;
+        hi *= 2.0;
+    }
+    let mut best = best.ok_or_else(|| {
+        AllocationError::Solver("finish-time fairness: no feasible ratio below 2^64".into())
+    })?;
+    while hi - lo > 1e-4 * hi {
+        let mid = 0.5 * (lo + hi);
+        match attempt(mid)? {
+            Some(a) => {
+                best = a;
+                hi = mid;
+            }
+            None => lo = mid,
+        }
+    }
+    best.objective = hi;
+    Ok(best)
+}
+
+/// Checks a per-job input of an oracle LP: one value a job, each meeting `ok`.
+fn check_per_job(
+    p: &Problem<'_>,
+    what: &'static str,
+    values: &[f64],
+    ok: fn(f64) -> bool,
+    rule: &'static str,
+) -> Result<(), AllocationError> {
+    if values.len() != p.jobs() {
+        return Err(AllocationError::Shape {
+            what,
+            expected: p.jobs(),
+            got: values.len(),
+        });
+    }
+    match values
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(v.is_finite() && ok(**v)))
+    {
+        Some((index, &value)) => Err(AllocationError::Value {
+            what,
+            index,
+            value,
+            rule,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Which allocation LP to solve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lp {
+    /// [`max_min_fairness`].
+    MaxMin,
+    /// [`max_sum_throughput`].
+    MaxSum,
+}
+
+impl Lp {
+    /// Solves `p` exactly.
+    pub fn solve(self, p: &Problem<'_>) -> Result<Allocation, AllocationError> {
+        match self {
+            Lp::MaxMin => max_min_fairness(p),
+            Lp::MaxSum => max_sum_throughput(p),
+        }
+    }
+
+    fn solve_within(self, p: &Problem<'_>, holds: &[f64]) -> Result<Allocation, AllocationError> {
+        match self {
+            Lp::MaxMin => max_min_within(p, holds),
+            Lp::MaxSum => max_sum_within(p, holds),
+        }
+    }
+
+    /// This LP's objective at `x` on the whole problem `p` (a POP allocation is judged by
+    /// the exact problem's objective, so the two compare).
+    pub fn objective(self, p: &Problem<'_>, x: &[Vec<f64>]) -> f64 {
+        let rows = || (0..p.jobs()).filter(|m| (0..p.types()).any(|j| p.usable(*m, j)));
+        match self {
+            Lp::MaxMin => {
+                let share = equal_share_throughputs(p);
+                let least = rows()
+                    .map(|m| {
+                        let c = p.scale[m] / (p.weights[m] * share[m].max(f64::MIN_POSITIVE));
+                        (0..p.types())
+                            .map(|j| c * p.throughputs[m][j] * x[m][j])
+                            .sum::<f64>()
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                // No job runs anywhere: 0, as the solve answers.
+                if least.is_finite() { least } else { 0.0 }
+            }
+            Lp::MaxSum => rows()
+                .map(|m| {
+                    (0..p.types())
+                        .map(|j| p.weights[m] * p.throughputs[m][j] * x[m][j])
+                        .sum::<f64>()
+                })
+                .sum(),
+        }
+    }
+}
+
+/// POP partitioning (Narayanan et al., "Solving Large-Scale Granular Resource Allocation
+/// Problems Efficiently with POP", SOSP'21; `cluster_scheduling/scheduler/policies/
+/// partitioned_problem.py` of `stanford-futuredata/POP`): the jobs are split at random into
+/// `k` sub-problems, each given `1/k` of every GPU type, and each sub-problem is solved on
+/// its own (on rayon's pool: in parallel where cores allow). The union of the sub-allocations
+/// is feasible for the whole problem (each row is one sub-problem's row; each type's `k`
+/// shares add up to its capacity).
+///
+/// Two departures from POP's code, both to keep the answer close to the exact one: by
+/// default jobs are split [`Split::Stratified`], so that each sub-problem is a near copy of
+/// the whole (POP draws each job's sub-problem at random, [`Split::Random`], so sizes and
+/// mixes vary, and the worst sub-problem sets the max-min objective; `lachesis bench lp`
+/// prints both); and a type's share is `capacity / k`, fractional (POP takes
+/// `capacity // k`, which on Gavel's 36 GPUs a type and `k = 8` throws away 4 GPUs of each:
+/// time fractions need no whole GPUs). A gang fits a sub-problem's share when it fits the
+/// whole type. With `k <= 1`, or no more jobs than `k`, the exact problem is solved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pop {
+    /// Sub-problems.
+    pub k: usize,
+    /// Seed of the random split.
+    pub seed: u64,
+    /// How jobs are split.
+    pub split: Split,
+}
+
+/// How [`Pop`] splits the jobs into sub-problems.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Split {
+    /// Ordered by (GPUs, weight, speeds relative to the job's fastest type), ties in a seeded
+    /// random order, then dealt round-robin: sizes differ by at most one job, mixes match.
+    #[default]
+    Stratified,
+    /// Each job to a sub-problem drawn uniformly at random (POP's code).
+    Random,
+}
+
+impl Split {
+    /// The jobs of each of the `k` sub-problems.
+    fn groups(self, p: &Problem<'_>, k: usize, seed: u64) -> Vec<Vec<usize>> {
+        use rand::seq::SliceRandom;
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let m = p.jobs();
+        if self == Split::Random {
+            let mut groups = vec![Vec::new(); k];
+            for i in 0..m {
+                groups[rng.random_range(0..k)].push(i);
+            }
+            return groups;
+        }
+        let mut order: Vec<usize> = (0..m).collect();
+        order.shuffle(&mut rng);
+        // Similar jobs next to each other (a stable sort keeps the shuffle in ties), then
+        // dealt round-robin: every sub-problem is a near copy of the whole.
+        let key = |i: usize| {
+            let top = p.throughputs[i].iter().copied().fold(0.0, f64::max);
+            let speeds = p.throughputs[i]
+                .iter()
+                .map(move |t| t / top.max(f64::MIN_POSITIVE));
+            [p.scale[i], p.weights[i]].into_iter().chain(speeds)
+        };
+        order.sort_by(|a, b| {
+            key(*a)
+                .zip(key(*b))
+                .map(|(x, y)| x.total_cmp(&y))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        (0..k)
+            .map(|g| order.iter().skip(g).step_by(k).copied().collect())
+            .collect()
+    }
+}
+
+impl Pop {
+    /// `lp` on `p`, partitioned; see the type's docs.
+    pub fn solve(self, lp: Lp, p: &Problem<'_>) -> Result<Allocation, AllocationError> {
+        use rayon::prelude::*;
+        p.validate()?;
+        let m = p.jobs();
+        if self.k <= 1 || m <= self.k {
+            return lp.solve(p);
+        }
+        let groups = self.split.groups(p, self.k, self.seed);
+        let share: Vec<f64> = p.capacity.iter().map(|c| c / self.k as f64).collect();
+        let parts: Vec<Result<Allocation, AllocationError>> = groups
+            .par_iter()
+            .map(|jobs| {
+                let pick = |v: &[f64]| jobs.iter().map(|i| v[*i]).collect::<Vec<f64>>();
+                let throughputs: Vec<Vec<f64>> =
+                    jobs.iter().map(|i| p.throughputs[*i].clone()).collect();
+                let (scale, weights) = (pick(p.scale), pick(p.weights));
+                let sub = Problem {
+                    throughputs: &throughputs,
+                    scale: &scale,
+                    capacity: &share,
+                    weights: &weights,
+                };
+                lp.solve_within(&sub, p.capacity)
+            })
+            .collect();
+        let mut x = vec![vec![0.0; p.types()]; m];
+        for (jobs, part) in groups.iter().zip(parts) {
+            for (i, row) in jobs.iter().zip(part?.x) {
+                x[*i] = row;
+            }
+        }
+        let objective = lp.objective(p, &x);
+        Ok(Allocation { x, objective })
+    }
 }
 
 /// `throughputs` with every positive entry set to 1: Gavel's heterogeneity-agnostic view

@@ -230,3 +230,186 @@ proptest! {
         assert_feasible(&p, &max_min_fairness(&p).expect("solves"));
     }
 }
+
+/// `m` jobs of random speeds (V100 1, P100 0.3-1.3, K80 0.1-0.6: the spread of Gavel's
+/// table) and Gavel's sizes (1, 2, 4, 8 GPUs; 70/10/15/5%) on 36 + 36 + 36 GPUs.
+fn gavel_like(m: usize, seed: u64) -> (Vec<Vec<f64>>, Vec<f64>) {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let rows = (0..m)
+        .map(|_| vec![1.0, rng.random_range(0.3..1.3), rng.random_range(0.1..0.6)])
+        .collect();
+    let scale = (0..m)
+        .map(|_| match rng.random::<f64>() {
+            r if r < 0.7 => 1.0,
+            r if r < 0.8 => 2.0,
+            r if r < 0.95 => 4.0,
+            _ => 8.0,
+        })
+        .collect();
+    (rows, scale)
+}
+
+#[test]
+fn pop_is_feasible_and_close_to_the_exact_solve() {
+    let cap = vec![36.0, 36.0, 36.0];
+    for (m, k, seed) in [(256, 4, 1), (512, 8, 2)] {
+        let (t, scale) = gavel_like(m, seed);
+        let w = vec![1.0; m];
+        let p = problem(&t, &scale, &cap, &w);
+        for lp in [Lp::MaxMin, Lp::MaxSum] {
+            let exact = lp.solve(&p).unwrap();
+            let pop = Pop {
+                k,
+                seed,
+                split: Split::Stratified,
+            }
+            .solve(lp, &p)
+            .unwrap();
+            assert_feasible(&p, &pop);
+            // The objective is the whole problem's, at the union of the sub-allocations.
+            assert!((lp.objective(&p, &pop.x) - pop.objective).abs() < 1e-12);
+            assert!((lp.objective(&p, &exact.x) - exact.objective).abs() < 1e-9);
+            let gap = 1.0 - pop.objective / exact.objective;
+            assert!(
+                gap > -1e-5,
+                "{lp:?} m={m} k={k}: POP above the optimum: {gap}"
+            );
+            assert!(gap < 0.02, "{lp:?} m={m} k={k}: gap {gap}");
+        }
+    }
+    // k = 1, or no more jobs than k: the exact solve.
+    let (t, scale) = gavel_like(6, 3);
+    let w = vec![1.0; 6];
+    let p = problem(&t, &scale, &cap, &w);
+    let exact = max_min_fairness(&p).unwrap();
+    for k in [0, 1, 6, 9] {
+        assert_eq!(
+            Pop {
+                k,
+                seed: 0,
+                split: Split::Random
+            }
+            .solve(Lp::MaxMin, &p)
+            .unwrap(),
+            exact
+        );
+    }
+    // Same seed, same split.
+    let (t, scale) = gavel_like(64, 4);
+    let w = vec![1.0; 64];
+    let p = problem(&t, &scale, &cap, &w);
+    let pop = Pop {
+        k: 4,
+        seed: 9,
+        split: Split::Random,
+    };
+    assert_eq!(pop.solve(Lp::MaxMin, &p), pop.solve(Lp::MaxMin, &p));
+}
+
+#[test]
+fn a_gang_that_fits_the_type_fits_a_pop_share() {
+    // Eight 8-GPU jobs on one type of 16 GPUs, k = 4: each share is 4 GPUs, smaller than a
+    // gang, but time fractions need no whole GPUs: each job still gets 16 / 64 = 1/4.
+    let t = vec![vec![1.0]; 8];
+    let (scale, cap, w) = (vec![8.0; 8], vec![16.0], vec![1.0; 8]);
+    let p = problem(&t, &scale, &cap, &w);
+    let pop = Pop {
+        k: 4,
+        seed: 1,
+        split: Split::Stratified,
+    }
+    .solve(Lp::MaxMin, &p)
+    .unwrap();
+    assert_feasible(&p, &pop);
+    for row in &pop.x {
+        assert!((row[0] - 0.25).abs() < TOL, "{:?}", pop.x);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn pop_allocations_are_feasible((t, scale, cap, w) in instance(), k in 1usize..5, seed in 0u64..4) {
+        let p = problem(&t, &scale, &cap, &w);
+        for lp in [Lp::MaxMin, Lp::MaxSum] {
+            let exact = lp.solve(&p).expect("solves");
+            for split in [Split::Stratified, Split::Random] {
+                let pop = Pop { k, seed, split }.solve(lp, &p).expect("a well-formed instance solves");
+                assert_feasible(&p, &pop);
+                prop_assert!(pop.objective <= exact.objective * (1.0 + 1e-5) + 1e-6);
+            }
+        }
+    }
+}
+
+#[test]
+fn makespan_oracle_table() {
+    // One GPU, two jobs of rate 1 with 1 and 3 s of work: maximise min(x0 / 1, x1 / 3),
+    // x0 + x1 <= 1 -> x0 = 1/4, x1 = 3/4; both finish at 4 s.
+    let (t, scale, cap, w) = (vec![vec![1.0]; 2], vec![1.0; 2], vec![1.0], vec![1.0; 2]);
+    let p = problem(&t, &scale, &cap, &w);
+    let a = min_makespan(&p, &[1.0, 3.0]).unwrap();
+    assert_feasible(&p, &a);
+    assert!(close(&a.x, &[vec![0.25], vec![0.75]]), "{:?}", a.x);
+    assert!((a.objective - 4.0).abs() < 1e-3, "{}", a.objective);
+    // One V100, one K80; A 4 / 1 with 4 s of work, B 2 / 1 with 3 s. With all rows and
+    // columns full (b2 = a1, b1 = a2 = 1 - a1): A's rate 3 a1 + 1 over 4, B's 2 - a1 over
+    // 3; equal at a1 = 5/13: both at 7/13 a second, makespan 13/7.
+    let t = vec![vec![4.0, 1.0], vec![2.0, 1.0]];
+    let (scale, cap, w) = (vec![1.0; 2], vec![1.0, 1.0], vec![1.0; 2]);
+    let p = problem(&t, &scale, &cap, &w);
+    let a = min_makespan(&p, &[4.0, 3.0]).unwrap();
+    assert_feasible(&p, &a);
+    assert!((a.objective - 13.0 / 7.0).abs() < 1e-3, "{}", a.objective);
+    let (a1, b1) = (5.0 / 13.0, 8.0 / 13.0);
+    assert!(
+        close(&a.x, &[vec![a1, 1.0 - a1], vec![b1, 1.0 - b1]]),
+        "{:?}",
+        a.x
+    );
+    let err = min_makespan(&p, &[4.0, 0.0]).unwrap_err();
+    assert!(err.to_string().contains("remaining[1]"), "{err}");
+}
+
+#[test]
+fn finish_time_fairness_oracle_table() {
+    let (t, scale, cap, w) = (vec![vec![1.0]; 2], vec![1.0; 2], vec![1.0], vec![1.0; 2]);
+    let p = problem(&t, &scale, &cap, &w);
+    // Isolated, each job has half the GPU: rate 1/2.
+    assert_eq!(isolated_throughputs(&p), vec![0.5, 0.5]);
+    // Fresh jobs: rho_m = (R / x) / (R / (1/2)) = 1 / (2 x): the equal split, rho = 1.
+    let fresh = Progress {
+        elapsed_s: &[0.0, 0.0],
+        done: &[0.0, 0.0],
+        remaining: &[1.0, 3.0],
+    };
+    let a = finish_time_fairness(&p, &fresh).unwrap();
+    assert_feasible(&p, &a);
+    assert!(close(&a.x, &[vec![0.5], vec![0.5]]), "{:?}", a.x);
+    assert!((a.objective - 1.0).abs() < 1e-3, "{}", a.objective);
+    // A has waited 2 s for its 1 s of work (isolated time 2 s), B is fresh (1 s, isolated
+    // 2 s): rho_A = (2 + 1/a) / 2, rho_B = (1/b) / 2 with a + b = 1; equal at a^2 = 1/2:
+    // a = 0.7071, b = 0.2929, rho = 1.7071.
+    let waited = Progress {
+        elapsed_s: &[2.0, 0.0],
+        done: &[0.0, 0.0],
+        remaining: &[1.0, 1.0],
+    };
+    let a = finish_time_fairness(&p, &waited).unwrap();
+    assert_feasible(&p, &a);
+    let half = 0.5f64.sqrt();
+    assert!((a.x[0][0] - half).abs() < 1e-3, "{:?}", a.x);
+    assert!((a.objective - (1.0 + half)).abs() < 1e-3, "{}", a.objective);
+    let bad = Progress {
+        elapsed_s: &[0.0],
+        ..waited
+    };
+    assert!(matches!(
+        finish_time_fairness(&p, &bad),
+        Err(AllocationError::Shape {
+            what: "elapsed_s",
+            ..
+        })
+    ));
+}

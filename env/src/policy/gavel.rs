@@ -24,6 +24,9 @@
 //! - A job whose node constraints keep it off the model it was given (the LP counts GPUs,
 //!   not labels) tries the other models where its allocation is positive, then anywhere.
 //!
+//! - **POP** (`[gavel] pop_k = 8`): the allocation LP split into `pop_k` sub-problems
+//!   solved independently ([`optim::Pop`]); 1 (the default) solves it exactly.
+//!
 //! The policy keeps its own round clock; run with `tick_s = round_s` (the CLI's default for
 //! these names) so that it is asked at every round while jobs wait. It never reads a job's
 //! duration or progress. CPU-only jobs and jobs no single model can hold (a gang larger than
@@ -36,7 +39,7 @@ use super::place::restricted_to;
 use super::planner::Planner;
 use super::{Decision, Placement, Policy, PolicyError};
 use crate::cluster::FitStrategy;
-use crate::optim::{self, AllocationError, Problem};
+use crate::optim::{self, AllocationError, Lp, Pop, Problem, Split};
 use crate::units::{GpuModelId, JobId, SimTime};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,6 +57,23 @@ pub struct GavelConfig {
     /// Least seconds between two recomputations of the allocation (Gavel: 1920); 0: at every
     /// round where the job set changed.
     pub reset_s: f64,
+    /// POP's sub-problems ([`optim::Pop`], stratified split, a new split at each
+    /// recomputation): 1 solves the exact LP; 8 is POP's setting for large clusters.
+    pub pop_k: usize,
+    /// Serve the GPU models in a random order at each round for `gavel-maxmin-agnostic`, as
+    /// Gavel does for its heterogeneity-agnostic policies (`_schedule_jobs_on_workers`
+    /// shuffles the worker types unless the policy is a `Perf` or `Packing` one). Off: the
+    /// fastest model first for every policy, which lets the agnostic policy see speeds.
+    pub shuffle_agnostic: bool,
+    /// At a round, GPUs left once the allocated jobs are served go to jobs with no
+    /// allocation on that model but a rate there, lowest priority last, as Gavel's
+    /// `_schedule_jobs_on_workers_helper` does (work-conserving). Off: a model only runs
+    /// jobs the allocation gives time on it.
+    pub fill_unallocated: bool,
+    /// Hold a round every `round_s` while jobs run, even with nobody waiting, as Gavel's
+    /// simulator does (it may move running jobs between models). Off: rounds only while jobs
+    /// wait (the simulator asks no policy otherwise).
+    pub rounds_without_queue: bool,
 }
 
 impl Default for GavelConfig {
@@ -61,6 +81,10 @@ impl Default for GavelConfig {
         GavelConfig {
             round_s: super::modifier::GAVEL_ROUND_S,
             reset_s: GAVEL_RESET_S,
+            pop_k: 1,
+            shuffle_agnostic: false,
+            fill_unallocated: false,
+            rounds_without_queue: false,
         }
     }
 }
@@ -72,6 +96,9 @@ impl GavelConfig {
             .ok_or_else(|| format!("gavel round_s must be > 0, got {}", self.round_s))?;
         let reset = SimTime::from_secs_f64(self.reset_s)
             .ok_or_else(|| format!("gavel reset_s must be >= 0, got {}", self.reset_s))?;
+        if self.pop_k == 0 {
+            return Err("gavel pop_k must be >= 1 (1: the exact LP)".into());
+        }
         Ok((round, reset))
     }
 }
@@ -85,6 +112,22 @@ pub enum GavelObjective {
     MaxMinAgnostic,
     /// Max-sum of normalised throughput (`max_sum_throughput_perf`).
     MaxSum,
+    /// ORACLE: finish-time fairness (Themis; `finish_time_fairness_perf`) on true remaining
+    /// work ([`optim::finish_time_fairness`]). An upper bound, not a scheduler.
+    FinishTimeFairnessOracle,
+    /// ORACLE: least makespan of the active jobs (`min_total_duration_perf`) on true
+    /// remaining work ([`optim::min_makespan`]). An upper bound, not a scheduler.
+    MakespanOracle,
+}
+
+impl GavelObjective {
+    /// Whether it reads true durations.
+    pub fn is_oracle(self) -> bool {
+        matches!(
+            self,
+            GavelObjective::FinishTimeFairnessOracle | GavelObjective::MakespanOracle
+        )
+    }
 }
 
 /// A job's time on each GPU model since the allocation was last recomputed.
@@ -104,6 +147,22 @@ pub struct GavelRounds {
     objective: GavelObjective,
     round: SimTime,
     reset: SimTime,
+    pop_k: usize,
+    /// Recomputations so far (the seed of POP's split).
+    reallocations: u64,
+    shuffle: bool,
+    fill_unallocated: bool,
+    rounds_without_queue: bool,
+    /// Rounds so far (the seed of the shuffled model order).
+    rounds: u64,
+    /// Per job of the allocation: the models it may run on (a rate there and room for its
+    /// gang), as a bit mask of model indices.
+    runs_on: BTreeMap<JobId, u64>,
+    /// True durations by job id: the `-oracle` objectives only.
+    oracle: Option<std::sync::Arc<[SimTime]>>,
+    /// The oracles' count of each active job's work done, reference-seconds (time run on each
+    /// model times its table speed there; restart overheads and lost work not subtracted).
+    work_s: BTreeMap<JobId, f64>,
     next_round: Option<SimTime>,
     last_reset: Option<SimTime>,
     last_seen: Option<SimTime>,
@@ -132,17 +191,54 @@ impl std::fmt::Debug for GavelRounds {
 const UNSERVED: f64 = 1e9;
 
 impl GavelRounds {
+    /// The rounds of a non-oracle `objective`.
     pub fn new(
         name: &str,
         objective: GavelObjective,
         config: &GavelConfig,
     ) -> Result<Self, String> {
+        if objective.is_oracle() {
+            return Err(format!(
+                "`{name}` needs true durations (PolicyOptions::oracle_durations): it is an \
+                 upper bound, not a real scheduler"
+            ));
+        }
+        Self::build(name, objective, config, None)
+    }
+
+    /// The rounds of an `-oracle` objective, reading `durations` (true durations by job id:
+    /// an upper bound, not a scheduler); any other objective ignores them.
+    pub fn oracle(
+        name: &str,
+        objective: GavelObjective,
+        config: &GavelConfig,
+        durations: std::sync::Arc<[SimTime]>,
+    ) -> Result<Self, String> {
+        Self::build(name, objective, config, Some(durations))
+    }
+
+    fn build(
+        name: &str,
+        objective: GavelObjective,
+        config: &GavelConfig,
+        oracle: Option<std::sync::Arc<[SimTime]>>,
+    ) -> Result<Self, String> {
         let (round, reset) = config.resolve()?;
+        let oracle = oracle.filter(|_| objective.is_oracle());
         Ok(GavelRounds {
             name: name.to_string(),
             objective,
             round,
             reset,
+            pop_k: config.pop_k,
+            reallocations: 0,
+            shuffle: config.shuffle_agnostic && objective == GavelObjective::MaxMinAgnostic,
+            fill_unallocated: config.fill_unallocated,
+            rounds_without_queue: config.rounds_without_queue,
+            rounds: 0,
+            runs_on: BTreeMap::new(),
+            oracle,
+            work_s: BTreeMap::new(),
             next_round: None,
             last_reset: None,
             last_seen: None,
@@ -179,6 +275,18 @@ impl GavelRounds {
             });
             if let Some(ms) = entry.ms.get_mut(model.index()) {
                 *ms += now.saturating_sub(from.max(entry.since)).ms();
+            }
+            if self.oracle.is_some() {
+                let gpus = u32::try_from(ctx.job(alloc.job).gpus_total()).unwrap_or(u32::MAX);
+                let speed = ctx.speed(alloc.job, model, gpus).unwrap_or_else(|| {
+                    cluster
+                        .spec()
+                        .models
+                        .get(model.index())
+                        .map_or(1.0, |m| m.speed)
+                });
+                *self.work_s.entry(alloc.job).or_insert(0.0) +=
+                    now.saturating_sub(from).secs_f64() * speed;
             }
         }
     }
@@ -243,6 +351,20 @@ impl GavelRounds {
             })
             .map(|((id, _), _)| *id)
             .collect();
+        self.runs_on = active
+            .iter()
+            .zip(&rows)
+            .zip(&scale)
+            .map(|((id, row), s)| {
+                let mask = row
+                    .iter()
+                    .zip(&capacity)
+                    .enumerate()
+                    .filter(|(_, (t, c))| **t > 0.0 && *s <= **c)
+                    .fold(0u64, |m, (i, _)| m | (1u64 << i));
+                (*id, mask)
+            })
+            .collect();
         let weights = vec![1.0; active.len()];
         let problem = Problem {
             throughputs: &rows,
@@ -250,9 +372,48 @@ impl GavelRounds {
             capacity: &capacity,
             weights: &weights,
         };
-        let allocation = match self.objective {
-            GavelObjective::MaxSum => optim::max_sum_throughput(&problem)?,
-            _ => optim::max_min_fairness(&problem)?,
+        let lp = match self.objective {
+            GavelObjective::MaxSum => Lp::MaxSum,
+            _ => Lp::MaxMin,
+        };
+        let pop = Pop {
+            k: self.pop_k,
+            seed: self.reallocations,
+            split: Split::Stratified,
+        };
+        self.reallocations += 1;
+        let allocation = match (&self.oracle, self.objective) {
+            (Some(truth), objective) if objective.is_oracle() => {
+                let done: Vec<f64> = active
+                    .iter()
+                    .map(|id| self.work_s.get(id).copied().unwrap_or(0.0))
+                    .collect();
+                // At least a second left: the count of work done runs ahead of the
+                // simulator's by restart overheads and lost work.
+                let remaining: Vec<f64> = active
+                    .iter()
+                    .zip(&done)
+                    .map(|(id, d)| {
+                        let total = truth.get(id.index()).map_or(0.0, |t| t.secs_f64());
+                        (total - d).max(1.0)
+                    })
+                    .collect();
+                if objective == GavelObjective::MakespanOracle {
+                    optim::min_makespan(&problem, &remaining)?
+                } else {
+                    let elapsed_s: Vec<f64> = active
+                        .iter()
+                        .map(|id| now.saturating_sub(ctx.job(*id).submit).secs_f64())
+                        .collect();
+                    let progress = optim::Progress {
+                        elapsed_s: &elapsed_s,
+                        done: &done,
+                        remaining: &remaining,
+                    };
+                    optim::finish_time_fairness(&problem, &progress)?
+                }
+            }
+            _ => pop.solve(lp, &problem)?,
         };
         for (id, book) in self.books.iter_mut() {
             let elapsed = now.saturating_sub(book.since).ms() as f64;
@@ -313,6 +474,10 @@ impl Policy for GavelRounds {
         &self.name
     }
 
+    fn acts_every_round(&self) -> bool {
+        self.rounds_without_queue
+    }
+
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
         let now = ctx.now();
         let models = ctx.cluster().spec().models.len();
@@ -329,6 +494,7 @@ impl Policy for GavelRounds {
             .into_iter()
             .collect();
         self.books.retain(|id, _| active.binary_search(id).is_ok());
+        self.work_s.retain(|id, _| active.binary_search(id).is_ok());
         if self.x.len() != active.len() || active.iter().any(|id| !self.x.contains_key(id)) {
             self.stale = true;
         }
@@ -406,6 +572,17 @@ impl GavelRounds {
                 .total_cmp(&spec.models[*a].speed)
                 .then(a.cmp(b))
         });
+        // Placement fallbacks keep the fastest-first order; the round's serving order is
+        // shuffled for the agnostic policy where Gavel shuffles it.
+        let fallbacks = order.clone();
+        if round && self.shuffle {
+            use rand::SeedableRng;
+            use rand::seq::SliceRandom;
+            order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(self.rounds));
+        }
+        if round {
+            self.rounds += 1;
+        }
         let candidates: Vec<JobId> = active
             .iter()
             .copied()
@@ -414,9 +591,13 @@ impl GavelRounds {
             .collect();
         let mut chosen: BTreeMap<JobId, usize> = BTreeMap::new();
         for &j in &order {
+            let fill = round && self.fill_unallocated;
             let mut queue: Vec<(JobId, (f64, f64, f64))> = candidates
                 .iter()
-                .filter(|id| self.x[*id].get(j).is_some_and(|x| *x > 0.0))
+                .filter(|id| {
+                    self.x[*id].get(j).is_some_and(|x| *x > 0.0)
+                        || (fill && self.runs_on.get(*id).is_some_and(|m| m & (1 << j) != 0))
+                })
                 .map(|id| (*id, self.rank(now, *id, j)))
                 .collect();
             queue.sort_by(|a, b| {
@@ -451,9 +632,6 @@ impl GavelRounds {
             planner.free_running(*id);
         }
         self.placer.observe(ctx);
-        // Where a job goes when its constraints keep it off the model it was given: the
-        // other models, fastest first.
-        let fallbacks = order.clone();
         // Jobs to start (and to move), largest first.
         let mut starts: Vec<(JobId, usize)> = chosen
             .iter()

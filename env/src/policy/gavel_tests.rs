@@ -185,3 +185,163 @@ fn rounds_honour_the_allocation_over_many_rounds() {
     assert!(aware[0][0] > aware[0][1], "{aware:?}");
     assert!(aware[1][1] > aware[1][0], "{aware:?}");
 }
+
+#[test]
+fn pop_rounds_finish_the_trace_close_to_the_exact_ones() {
+    // POP with 4 sub-problems (a new split at every recomputation) on the typed trace: every
+    // job finishes, nothing rejected, and the JCT stays near the exact LP's.
+    let t = typed_trace();
+    let spec = Arc::new(load_cluster("gavel").expect("preset"));
+    let run = |pop_k: usize| {
+        let config = GavelConfig {
+            pop_k,
+            ..GavelConfig::default()
+        };
+        let mut p =
+            GavelRounds::new("gavel-maxmin", GavelObjective::MaxMin, &config).expect("valid knobs");
+        Simulator::new(&t, Arc::clone(&spec), &gavel_cfg())
+            .expect("valid run")
+            .run(&mut p, &mut |_| {})
+            .summary
+    };
+    let (exact, pop) = (run(1), run(4));
+    assert_eq!(pop.finished, pop.jobs);
+    assert_eq!(pop.rejected_decisions, 0);
+    assert_eq!(pop.policy_errors, 0);
+    let ratio = pop.avg_jct_s / exact.avg_jct_s;
+    assert!(
+        (0.8..1.25).contains(&ratio),
+        "POP {pop:?} vs exact {exact:?}"
+    );
+    let zero = GavelConfig {
+        pop_k: 0,
+        ..GavelConfig::default()
+    };
+    let err = GavelRounds::new("g", GavelObjective::MaxMin, &zero).unwrap_err();
+    assert!(err.contains("pop_k"), "{err}");
+}
+
+/// The share of its run time one long ResNet-18 job, alone on one V100 and one K80, spends
+/// on the K80 under `gavel-maxmin-agnostic` with `config`.
+fn lone_agnostic_k80_share(config: &GavelConfig) -> f64 {
+    let mut j = job("j0", 0, TaskRequest::whole(1, 0, 0));
+    j.workload = WorkloadType::new("ResNet-18 (batch size 16)");
+    let t = Trace::new(
+        "lone",
+        vec![j],
+        vec![SimTime::from_secs(2_000_000)],
+        vec!["default".into()],
+    )
+    .expect("valid");
+    let spec = Arc::new(load_cluster("1x1:V100+1x1:K80").expect("shape"));
+    let k80 = spec.model_id("K80").expect("model").index();
+    let cfg = SimConfig {
+        restart_overhead_s: 0.0,
+        ..gavel_cfg()
+    };
+    let mut policy =
+        GavelRounds::new("agnostic", GavelObjective::MaxMinAgnostic, config).expect("ok");
+    let mut sim = Simulator::new(&t, Arc::clone(&spec), &cfg).expect("valid run");
+    if policy.acts_every_round() {
+        sim.ask_every_round();
+    }
+    let (mut on_k80, mut rounds) = (0, 0);
+    for _ in 0..300 {
+        assert!(sim.advance(), "the job runs on");
+        let decision = policy.decide(&sim.context()).expect("decides");
+        sim.apply(&decision);
+        let cluster = sim.cluster();
+        for a in cluster.running() {
+            let model = spec.nodes[a.tasks[0].node.index()].gpu_model;
+            rounds += 1;
+            on_k80 += usize::from(model.is_some_and(|m| m.index() == k80));
+        }
+    }
+    on_k80 as f64 / rounds as f64
+}
+
+#[test]
+fn the_agnostic_policy_sees_no_speed_when_models_are_shuffled() {
+    // Agnostic, the allocation splits the lone job's time between the models. Rounds held
+    // while nobody waits (as Gavel's simulator): served fastest first, the job is always
+    // picked on the V100 (the order leaks speed); shuffled each round as in Gavel, it runs
+    // where the draw puts it, about half the rounds on the K80.
+    let every_round = GavelConfig {
+        rounds_without_queue: true,
+        ..GavelConfig::default()
+    };
+    let fastest = lone_agnostic_k80_share(&every_round);
+    assert_eq!(fastest, 0.0);
+    let shuffled = lone_agnostic_k80_share(&GavelConfig {
+        shuffle_agnostic: true,
+        ..every_round
+    });
+    assert!((0.3..0.7).contains(&shuffled), "{shuffled}");
+}
+
+#[test]
+fn filling_unallocated_gpus_finishes_the_trace_and_uses_no_fewer_gpus() {
+    let t = typed_trace();
+    let spec = Arc::new(load_cluster("gavel").expect("preset"));
+    let run = |fill_unallocated: bool| {
+        let config = GavelConfig {
+            fill_unallocated,
+            shuffle_agnostic: true,
+            ..GavelConfig::default()
+        };
+        let mut p = GavelRounds::new("g", GavelObjective::MaxMinAgnostic, &config).expect("ok");
+        Simulator::new(&t, Arc::clone(&spec), &gavel_cfg())
+            .expect("valid run")
+            .run(&mut p, &mut |_| {})
+            .summary
+    };
+    let (off, on) = (run(false), run(true));
+    assert_eq!(on.finished, on.jobs);
+    assert_eq!(on.rejected_decisions, 0);
+    assert!(
+        on.gpu_alloc_rate >= off.gpu_alloc_rate * 0.99,
+        "{} < {}",
+        on.gpu_alloc_rate,
+        off.gpu_alloc_rate
+    );
+}
+
+#[test]
+fn oracle_rounds_need_durations_and_finish_the_trace() {
+    use crate::policy::{PolicyOptions, build_policy_with};
+    let t = typed_trace();
+    let spec = Arc::new(load_cluster("gavel").expect("preset"));
+    // Without true durations the oracles are refused, naming why.
+    for name in ["gavel-ftf-oracle", "gavel-makespan-oracle"] {
+        let err = build_policy(name, 0).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("true durations"), "{name}: {err}");
+    }
+    let options = PolicyOptions {
+        oracle_durations: Some(t.true_durations().into()),
+        ..PolicyOptions::default()
+    };
+    let run = |name: &str| {
+        let mut p = build_policy_with(name, &options).expect("registered");
+        assert_eq!(p.name(), name);
+        Simulator::new(&t, Arc::clone(&spec), &gavel_cfg())
+            .expect("valid run")
+            .run(p.as_mut(), &mut |_| {})
+            .summary
+    };
+    let maxmin = run("gavel-maxmin");
+    for name in ["gavel-ftf-oracle", "gavel-makespan-oracle"] {
+        let s = run(name);
+        assert_eq!(s.finished, s.jobs, "{name}");
+        assert_eq!(s.rejected_decisions, 0, "{name}");
+        assert_eq!(s.policy_errors, 0, "{name}");
+        if name == "gavel-makespan-oracle" {
+            // Knowing the work left, it finishes the trace no later than max-min fairness.
+            assert!(
+                s.makespan_s <= maxmin.makespan_s * 1.01,
+                "{} vs {}",
+                s.makespan_s,
+                maxmin.makespan_s
+            );
+        }
+    }
+}

@@ -120,4 +120,10 @@ pub trait Policy: Send {
     fn selection(&self) -> Option<&SelectionLog> {
         None
     }
+    /// Whether it holds rounds while jobs run even when nobody waits, whatever the trace
+    /// (Gavel's rounds may move running jobs): the simulator then asks it after every batch,
+    /// ticks included, while jobs run. Default: `false`.
+    fn acts_every_round(&self) -> bool {
+        false
+    }
 }

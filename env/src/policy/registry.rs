@@ -127,6 +127,18 @@ const WHOLE: &[(&str, &str, WholeCtor)] = &[
          relative to the reference GPU (needs tick_s = 360)",
         |n, o| gavel(n, GavelObjective::MaxSum, o),
     ),
+    (
+        "gavel-ftf-oracle",
+        "UPPER BOUND: Gavel's finish-time fairness (Themis) in rounds, on true remaining work \
+         (needs oracle durations; tick_s = 360)",
+        |n, o| gavel(n, GavelObjective::FinishTimeFairnessOracle, o),
+    ),
+    (
+        "gavel-makespan-oracle",
+        "UPPER BOUND: Gavel's least-makespan allocation in rounds, on true remaining work \
+         (needs oracle durations; tick_s = 360)",
+        |n, o| gavel(n, GavelObjective::MakespanOracle, o),
+    ),
 ];
 
 fn gavel(
@@ -134,7 +146,15 @@ fn gavel(
     objective: GavelObjective,
     options: &PolicyOptions,
 ) -> Result<Box<dyn Policy>, String> {
-    Ok(Box::new(GavelRounds::new(name, objective, &options.gavel)?))
+    match (&options.oracle_durations, objective.is_oracle()) {
+        (Some(truth), true) => Ok(Box::new(GavelRounds::oracle(
+            name,
+            objective,
+            &options.gavel,
+            std::sync::Arc::clone(truth),
+        )?)),
+        _ => Ok(Box::new(GavelRounds::new(name, objective, &options.gavel)?)),
+    }
 }
 
 const ORDERINGS: &[OrderingEntry] = &[

@@ -223,6 +223,7 @@ pub struct Select {
     candidates: Vec<String>,
     build: PolicyBuilder,
     acts_without_queue: bool,
+    acts_every_round: bool,
     current: usize,
     active: Option<Box<dyn Policy>>,
     /// Show the followed policy every finished job at its next decision (it was just built).
@@ -303,7 +304,7 @@ impl Select {
         } else {
             candidates
         };
-        let mut acts_without_queue = false;
+        let (mut acts_without_queue, mut acts_every_round) = (false, false);
         for c in &candidates {
             if Select::parse_name(c).is_some() {
                 return Err(refuse(format!("a selector cannot select a selector ({c})")));
@@ -315,6 +316,7 @@ impl Select {
             }
             let p = build(c).map_err(|e| refuse(format!("candidate {c}: {e}")))?;
             acts_without_queue |= p.acts_without_queue();
+            acts_every_round |= p.acts_every_round();
         }
         Ok(Select {
             name: name.trim().to_string(),
@@ -328,6 +330,7 @@ impl Select {
             candidates,
             build,
             acts_without_queue,
+            acts_every_round,
             current: 0,
             active: None,
             replay: false,
@@ -519,6 +522,10 @@ impl Policy for Select {
 
     fn acts_without_queue(&self) -> bool {
         self.acts_without_queue
+    }
+
+    fn acts_every_round(&self) -> bool {
+        self.acts_every_round
     }
 
     fn selection(&self) -> Option<&SelectionLog> {

@@ -359,10 +359,19 @@ impl<'t> Simulator<'t> {
             on && self.rates.is_some() && self.trace.jobs().iter().any(|j| j.elastic.is_some());
     }
 
+    /// Asks the policy after every batch while jobs run, queue or not, whatever the trace
+    /// ([`Policy::acts_every_round`]; [`Self::run`] turns it on for such a policy).
+    pub fn ask_every_round(&mut self) {
+        self.ask_without_queue = true;
+    }
+
     /// Runs to the end with `policy`, calling `progress` every few thousand events.
     pub fn run(mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(Progress)) -> SimResult {
         let wall = Instant::now();
         self.ask_without_queue(policy.acts_without_queue());
+        if policy.acts_every_round() {
+            self.ask_every_round();
+        }
         let mut next_report = 0u64;
         while self.advance() {
             match policy.decide(&self.context()) {

@@ -39,6 +39,57 @@ pub enum GavelWorkloadError {
     Empty,
     #[error("invalid generated trace: {0}")]
     Trace(String),
+    #[error(
+        "`{spec}`: {why}; expected gavel:RATE:JOBS[:SEED][:multi] (RATE in jobs/h, e.g. \
+         gavel:5.6:3000:1)"
+    )]
+    Spec { spec: String, why: String },
+}
+
+impl GavelWorkload {
+    /// Reads a generator spec, `gavel:RATE:JOBS[:SEED][:multi]`: Poisson arrivals at RATE jobs
+    /// per hour, JOBS jobs, SEED (default 0), and Gavel's multi-GPU sizes with `multi` (else
+    /// every job 1 GPU). `SEED` and `multi` may come in either order.
+    pub fn parse(spec: &str) -> Result<Self, GavelWorkloadError> {
+        let bad = |why: String| GavelWorkloadError::Spec {
+            spec: spec.to_string(),
+            why,
+        };
+        let mut parts = spec.trim().split(':');
+        match parts.next() {
+            Some("gavel") => {}
+            Some(other) => return Err(bad(format!("unknown generator `{other}` (known: gavel)"))),
+            None => return Err(bad("empty".into())),
+        }
+        let rate = parts.next().ok_or_else(|| bad("no RATE".into()))?;
+        let jobs_per_hour: f64 = rate
+            .trim_end_matches("/h")
+            .parse()
+            .map_err(|_| bad(format!("RATE `{rate}` is not a number of jobs per hour")))?;
+        if !(jobs_per_hour.is_finite() && jobs_per_hour > 0.0) {
+            return Err(bad(format!("RATE must be > 0 jobs/h, got {rate}")));
+        }
+        let count = parts.next().ok_or_else(|| bad("no JOBS".into()))?;
+        let jobs: usize = count
+            .parse()
+            .ok()
+            .filter(|n| (1..=u32::MAX as usize).contains(n))
+            .ok_or_else(|| bad(format!("JOBS `{count}` is not a job count >= 1")))?;
+        let (mut seed, mut multi_gpu) = (None, false);
+        for part in parts {
+            match part {
+                "multi" if !multi_gpu => multi_gpu = true,
+                s if seed.is_none() && s.parse::<u64>().is_ok() => seed = s.parse().ok(),
+                other => return Err(bad(format!("unexpected `{other}`"))),
+            }
+        }
+        Ok(GavelWorkload {
+            jobs,
+            jobs_per_hour,
+            multi_gpu,
+            seed: seed.unwrap_or(0),
+        })
+    }
 }
 
 /// Gavel's `_generate_duration`, seconds.
@@ -132,6 +183,46 @@ pub fn gavel_workload(w: &GavelWorkload) -> Result<Trace, GavelWorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn specs_parse_and_bad_ones_say_why() {
+        let w = |jobs_per_hour, jobs, seed, multi_gpu| GavelWorkload {
+            jobs,
+            jobs_per_hour,
+            multi_gpu,
+            seed,
+        };
+        for (spec, want) in [
+            ("gavel:5.6:3000", w(5.6, 3000, 0, false)),
+            ("gavel:4:100:7", w(4.0, 100, 7, false)),
+            ("gavel:4.0/h:100:multi", w(4.0, 100, 0, true)),
+            ("gavel:4:100:multi:3", w(4.0, 100, 3, true)),
+            ("gavel:4:100:3:multi", w(4.0, 100, 3, true)),
+        ] {
+            assert_eq!(GavelWorkload::parse(spec).unwrap(), want, "{spec}");
+        }
+        for (spec, why) in [
+            ("", "unknown generator"),
+            ("sia:4:100", "unknown generator `sia`"),
+            ("gavel", "no RATE"),
+            ("gavel:fast:100", "RATE `fast`"),
+            ("gavel:0:100", "RATE must be > 0"),
+            ("gavel:-1:100", "RATE must be > 0"),
+            ("gavel:inf:100", "RATE must be > 0"),
+            ("gavel:4", "no JOBS"),
+            ("gavel:4:0", "JOBS `0`"),
+            ("gavel:4:1.5", "JOBS `1.5`"),
+            ("gavel:4:10:1:2", "unexpected `2`"),
+            ("gavel:4:10:multi:multi", "unexpected `multi`"),
+            ("gavel:4:10:big", "unexpected `big`"),
+        ] {
+            let e = GavelWorkload::parse(spec).unwrap_err().to_string();
+            assert!(
+                e.contains(why) && e.contains("gavel:RATE:JOBS"),
+                "{spec}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn moments_match_gavels_distributions() {

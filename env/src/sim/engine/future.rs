@@ -119,6 +119,9 @@ impl Simulator<'_> {
         finished_before: u64,
     ) -> Result<RolloutScore, PolicyError> {
         self.ask_without_queue(policy.acts_without_queue());
+        if policy.acts_every_round() {
+            self.ask_every_round();
+        }
         let events = self.events;
         // The fork stands at the decision point it was forked at: the policy decides first.
         let mut asked = !self.pending.is_empty() || self.ask_without_queue;
