@@ -87,6 +87,36 @@ pub struct Args {
     /// Print only the verdict and where the report is (the tables are in the report).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Run one part of the comparison, `I/N` (the units `u` with `u % N == I`, every policy
+    /// on each), and write its runs to OUT/shards/I-of-N.json, for running it as N processes
+    /// (a job array's tasks); `--merge` then writes the report.
+    #[arg(long, value_name = "I/N", conflicts_with = "merge")]
+    pub shard: Option<String>,
+    /// Write the report from OUT/shards/ (every shard of one split, run with the same
+    /// arguments), exactly as one run would write it, wall time aside. Missing or foreign
+    /// shards are refused, named.
+    #[arg(long)]
+    pub merge: bool,
+    /// Run the comparison as a Slurm job array of this many tasks (each `--shard I/TASKS`, the
+    /// nodes seeing this binary, the working directory and OUT), resubmit tasks that leave no
+    /// shard, and merge them into the report one run writes.
+    #[arg(long, value_name = "TASKS", conflicts_with_all = ["shard", "merge"])]
+    pub slurm: Option<usize>,
+    /// With `--slurm`: the partition of the tasks.
+    #[arg(long, requires = "slurm")]
+    pub slurm_partition: Option<String>,
+    /// With `--slurm`: the account charged.
+    #[arg(long, requires = "slurm")]
+    pub slurm_account: Option<String>,
+    /// With `--slurm`: each task's time limit, in Slurm's format (e.g. 1:00:00).
+    #[arg(long, requires = "slurm")]
+    pub slurm_time: Option<String>,
+    /// With `--slurm`: at most this many tasks at once.
+    #[arg(long, requires = "slurm")]
+    pub slurm_throttle: Option<usize>,
+    /// With `--slurm`: how often tasks that left no shard are resubmitted (default 2).
+    #[arg(long, requires = "slurm")]
+    pub slurm_retries: Option<usize>,
 }
 
 /// A duration flag (`10m`, `1s`) in seconds, if given; the error names the flag.
@@ -165,9 +195,51 @@ pub fn run(args: &Args) -> Result<()> {
         throughputs: args.hetero.throughputs.clone(),
         starvation_bound: crate::simulate::parse_bound(&args.starvation_bound)?,
         checkpoint_s,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: command_line(),
     };
-    let mut comparison = harness::compare(&trace, cluster, &spec, &harness::build)?;
+    let shards = args.out.join("shards");
+    if let Some(tasks) = args.slurm {
+        let array = crate::compare_slurm::ArraySpec {
+            tasks,
+            partition: args.slurm_partition.clone(),
+            account: args.slurm_account.clone(),
+            time: args.slurm_time.clone(),
+            throttle: args.slurm_throttle,
+            retries: args.slurm_retries.unwrap_or(2),
+        };
+        let task_args =
+            crate::compare_slurm::without_flags(std::env::args(), &crate::compare_slurm::FLAGS);
+        crate::compare_slurm::run(&array, &task_args, &args.out)?;
+    }
+    if let Some(text) = &args.shard {
+        let shard = harness::Shard::parse(text).context("--shard")?;
+        let runs = harness::compare_shard(&trace, cluster, &spec, &harness::build, shard)?;
+        std::fs::create_dir_all(&shards)
+            .with_context(|| format!("creating {}", shards.display()))?;
+        let path = shards.join(shard.file_name());
+        std::fs::write(&path, serde_json::to_string(&runs)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        outln!(
+            "shard {}/{}: {} runs in {:.1} s: {}",
+            shard.index,
+            shard.count,
+            runs.runs.len(),
+            started.elapsed().as_secs_f64(),
+            path.display()
+        );
+        return Ok(());
+    }
+    let mut comparison = if args.merge || args.slurm.is_some() {
+        harness::merge(
+            &trace,
+            cluster,
+            &spec,
+            &harness::build,
+            read_shards(&shards)?,
+        )?
+    } else {
+        harness::compare(&trace, cluster, &spec, &harness::build)?
+    };
     for warning in comparison.warnings() {
         eprintln!("warning: {warning}");
     }
@@ -185,6 +257,35 @@ pub fn run(args: &Args) -> Result<()> {
     }
     outln!("report: {}", args.out.join("report.md").display());
     Ok(())
+}
+
+/// The command line for the report, without `--shard I/N`, `--merge` and `--slurm*`: the
+/// shards and the merge of a split report the comparison they make together.
+fn command_line() -> String {
+    let mut drop = vec!["--shard", "--merge"];
+    drop.extend(crate::compare_slurm::FLAGS);
+    crate::compare_slurm::without_flags(std::env::args(), &drop).join(" ")
+}
+
+/// Every shard file in `dir` (`*.json`), sorted by name; an unreadable one is refused, named.
+fn read_shards(dir: &std::path::Path) -> Result<Vec<harness::ShardRuns>> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("--merge: reading {} (run the shards first)", dir.display()))?;
+    let mut paths: Vec<PathBuf> = entries
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("--merge: reading {}", dir.display()))?;
+    paths.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a shard's runs", p.display()))
+        })
+        .collect()
 }
 
 /// Refuses, before any work, a heuristic name in `policies` that names no registered parts:

@@ -168,6 +168,14 @@ fn run_compare(
         resamples: 2000,
         hetero: Default::default(),
         quiet: args.quiet,
+        shard: None,
+        merge: false,
+        slurm: None,
+        slurm_partition: None,
+        slurm_account: None,
+        slurm_time: None,
+        slurm_throttle: None,
+        slurm_retries: None,
     })
 }
 

@@ -228,6 +228,14 @@ pub fn run(args: &Args) -> Result<()> {
             resamples: 2000,
             hetero,
             quiet: args.quiet,
+            shard: None,
+            merge: false,
+            slurm: None,
+            slurm_partition: None,
+            slurm_account: None,
+            slurm_time: None,
+            slurm_throttle: None,
+            slurm_retries: None,
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;

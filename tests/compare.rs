@@ -630,3 +630,51 @@ fn gavel_rounds_are_refused_with_checkpoints_longer_than_a_round() {
         String::from_utf8_lossy(&ran.stderr)
     );
 }
+
+/// A comparison run as shards (as a job array's tasks run it) and merged writes what one run
+/// writes: the same comparison.json, wall time aside, and the same runs.csv. Partial results
+/// are refused, naming the missing shard; a shard with no units (3 shards of 2 units) is fine.
+#[test]
+fn shards_merge_into_the_report_one_run_writes() {
+    let whole = out_dir("compare_whole");
+    let split = out_dir("compare_split");
+    let ok = |args: &[&str]| {
+        let out = lachesis(args);
+        assert!(
+            out.status.success(),
+            "lachesis {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let with = |extra: &[&'static str]| {
+        let mut args = small_compare(&split, "500");
+        args.extend(extra);
+        args
+    };
+    ok(&small_compare(&whole, "500"));
+    ok(&with(&["--shard", "0/3"]));
+    ok(&with(&["--shard", "2/3"]));
+    let refused = common::stderr_of_failing(&with(&["--merge"]));
+    assert!(
+        refused.contains("shards missing: 1-of-3"),
+        "the missing shard is named: {refused}"
+    );
+    assert!(!split.join("comparison.json").exists(), "nothing merged");
+    ok(&with(&["--shard", "1/3"]));
+    ok(&with(&["--merge"]));
+
+    let read = |dir: &Path| {
+        let text = fs::read_to_string(dir.join("comparison.json")).expect("comparison.json");
+        let mut json: Value = serde_json::from_str(&text).expect("JSON");
+        let setup = json["setup"].as_object_mut().expect("a setup");
+        setup.remove("wall_s");
+        let command = setup["command"].as_str().expect("a command").to_string();
+        setup["command"] = Value::from(command.replace("compare_split", "compare_whole"));
+        json
+    };
+    assert_eq!(read(&whole), read(&split));
+    assert_eq!(
+        fs::read_to_string(whole.join("runs.csv")).expect("runs.csv"),
+        fs::read_to_string(split.join("runs.csv")).expect("runs.csv")
+    );
+}

@@ -315,6 +315,7 @@ const RUN: &[&str] = &[
     "docs/dashboard.md",
     "docs/heterogeneity.md",
     "docs/serve.md",
+    "docs/sweeps.md",
     "docs/training.md",
 ];
 
@@ -341,6 +342,11 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
         "docs/serve.md",
         "replay /var/lib/",
         "a deployed service's decision log",
+    ),
+    (
+        "docs/sweeps.md",
+        "compare --trace traces/itp/cluster10.csv --windows 24 --slurm",
+        "a Slurm cluster (tests/slurm.rs runs an array on a test cluster)",
     ),
 ];
 
