@@ -90,33 +90,64 @@ pub struct Args {
     /// Run one part of the comparison, `I/N` (the units `u` with `u % N == I`, every policy
     /// on each), and write its runs to OUT/shards/I-of-N.json, for running it as N processes
     /// (a job array's tasks); `--merge` then writes the report.
-    #[arg(long, value_name = "I/N", conflicts_with = "merge")]
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["merge", "tasks"])]
     pub shard: Option<String>,
     /// Write the report from OUT/shards/ (every shard of one split, run with the same
     /// arguments), exactly as one run would write it, wall time aside. Missing or foreign
     /// shards are refused, named.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tasks")]
     pub merge: bool,
-    /// Run the comparison as a Slurm job array of this many tasks (each `--shard I/TASKS`, the
-    /// nodes seeing this binary, the working directory and OUT), resubmit tasks that leave no
-    /// shard, and merge them into the report one run writes.
-    #[arg(long, value_name = "TASKS", conflicts_with_all = ["shard", "merge"])]
-    pub slurm: Option<usize>,
-    /// With `--slurm`: the partition of the tasks.
-    #[arg(long, requires = "slurm")]
-    pub slurm_partition: Option<String>,
-    /// With `--slurm`: the account charged.
-    #[arg(long, requires = "slurm")]
-    pub slurm_account: Option<String>,
-    /// With `--slurm`: each task's time limit, in Slurm's format (e.g. 1:00:00).
-    #[arg(long, requires = "slurm")]
-    pub slurm_time: Option<String>,
-    /// With `--slurm`: at most this many tasks at once.
-    #[arg(long, requires = "slurm")]
-    pub slurm_throttle: Option<usize>,
-    /// With `--slurm`: how often tasks that left no shard are resubmitted (default 2).
-    #[arg(long, requires = "slurm")]
-    pub slurm_retries: Option<usize>,
+    #[command(flatten)]
+    pub slurm: crate::compare_slurm::SlurmArgs,
+}
+
+impl Args {
+    /// A `lachesis compare` command line (program first) that gives these arguments, `--quiet`,
+    /// `--shard`, `--merge` and the `--slurm*` flags aside: what each task of `--slurm` runs.
+    pub fn argv(&self) -> Vec<String> {
+        let mut v = vec!["lachesis".to_string(), "compare".to_string()];
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                v.push(format!("--{name}"));
+                v.push(value);
+            }
+        };
+        let list = |xs: &[String]| Some(xs.join(","));
+        flag("trace", Some(self.trace.display().to_string()));
+        flag("format", self.format.clone());
+        flag("cluster", Some(self.cluster.clone()));
+        flag("policies", list(&self.policies));
+        flag("baseline", self.baseline.clone());
+        flag("seeds", Some(self.seeds.to_string()));
+        flag(
+            "split",
+            self.split
+                .as_ref()
+                .map(|s| s.iter().map(f64::to_string).collect::<Vec<_>>().join(",")),
+        );
+        flag("part", self.part.clone());
+        flag(
+            "duration-spread",
+            self.duration_spread.map(|d| d.to_string()),
+        );
+        flag("windows", Some(self.windows.to_string()));
+        flag("window-jobs", Some(self.window_jobs.to_string()));
+        flag("load", list(&self.load));
+        flag("tick", self.tick.clone());
+        flag("starvation-bound", Some(self.starvation_bound.clone()));
+        flag("checkpoint", self.checkpoint.clone());
+        flag(
+            "policy-config",
+            self.policy_config.as_ref().map(|p| p.display().to_string()),
+        );
+        flag("threads", self.threads.map(|t| t.to_string()));
+        flag("resamples", Some(self.resamples.to_string()));
+        flag("throughputs", self.hetero.throughputs.clone());
+        flag("assign-workloads", self.hetero.assign_workloads.clone());
+        flag("assign-elastic", self.hetero.assign_elastic.clone());
+        flag("out", Some(self.out.display().to_string()));
+        v
+    }
 }
 
 /// A duration flag (`10m`, `1s`) in seconds, if given; the error names the flag.
@@ -198,18 +229,8 @@ pub fn run(args: &Args) -> Result<()> {
         command: command_line(),
     };
     let shards = args.out.join("shards");
-    if let Some(tasks) = args.slurm {
-        let array = crate::compare_slurm::ArraySpec {
-            tasks,
-            partition: args.slurm_partition.clone(),
-            account: args.slurm_account.clone(),
-            time: args.slurm_time.clone(),
-            throttle: args.slurm_throttle,
-            retries: args.slurm_retries.unwrap_or(2),
-        };
-        let task_args =
-            crate::compare_slurm::without_flags(std::env::args(), &crate::compare_slurm::FLAGS);
-        crate::compare_slurm::run(&array, &task_args, &args.out)?;
+    if let Some(array) = args.slurm.array() {
+        crate::compare_slurm::run(&array, &args.argv(), &args.out)?;
     }
     if let Some(text) = &args.shard {
         let shard = harness::Shard::parse(text).context("--shard")?;
@@ -229,7 +250,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
         return Ok(());
     }
-    let mut comparison = if args.merge || args.slurm.is_some() {
+    let mut comparison = if args.merge || args.slurm.tasks.is_some() {
         harness::merge(
             &trace,
             cluster,
@@ -334,4 +355,33 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     harness::report::rewrite_page(&args.dir, &out, lachesis_serve::ui::STYLE_CSS)?;
     outln!("report: {}", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn argv_gives_back_every_argument() {
+        let given = "lachesis compare --trace t.csv --format itp --cluster 2x8:V100 \
+                     --policies a,b --baseline b --seeds 2 --split 0.7,0.15 --part validation \
+                     --duration-spread 0.5 --windows 3 --window-jobs 80 --load 0.9,none \
+                     --tick 10m --starvation-bound off --checkpoint 1s --policy-config p.toml \
+                     --threads 2 --resamples 300 --throughputs gavel --assign-workloads gavel:7 \
+                     --assign-elastic pollux --out o";
+        let words: Vec<&str> = given.split_whitespace().collect();
+        let parsed = Cli::try_parse_from(&words[1..]).expect("the arguments parse");
+        assert_eq!(parsed.args.argv(), words);
+        // And the defaults, given by nothing.
+        let bare = Cli::try_parse_from(["compare"]).expect("no arguments parse");
+        let again = Cli::try_parse_from(&bare.args.argv()[1..]).expect("argv parses");
+        assert_eq!(format!("{:?}", again.args), format!("{:?}", bare.args));
+    }
 }

@@ -10,6 +10,46 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// The `--slurm*` flags of `compare` (and of `train`, for its card's comparisons).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SlurmArgs {
+    /// Run the comparison (with `train`, each of the model card's) as a Slurm job array of this
+    /// many tasks (each `compare --shard I/TASKS`, the nodes seeing this binary, the working
+    /// directory and the output), resubmit tasks that leave no shard, and merge them into the
+    /// report one run writes.
+    #[arg(long = "slurm", value_name = "TASKS")]
+    pub tasks: Option<usize>,
+    /// With `--slurm`: the partition of the tasks.
+    #[arg(long = "slurm-partition", requires = "tasks")]
+    pub partition: Option<String>,
+    /// With `--slurm`: the account charged.
+    #[arg(long = "slurm-account", requires = "tasks")]
+    pub account: Option<String>,
+    /// With `--slurm`: each task's time limit, in Slurm's format (e.g. 1:00:00).
+    #[arg(long = "slurm-time", requires = "tasks")]
+    pub time: Option<String>,
+    /// With `--slurm`: at most this many tasks at once.
+    #[arg(long = "slurm-throttle", requires = "tasks")]
+    pub throttle: Option<usize>,
+    /// With `--slurm`: how often tasks that left no shard are resubmitted (default 2).
+    #[arg(long = "slurm-retries", requires = "tasks")]
+    pub retries: Option<usize>,
+}
+
+impl SlurmArgs {
+    /// The array to run, when `--slurm` is given.
+    pub fn array(&self) -> Option<ArraySpec> {
+        Some(ArraySpec {
+            tasks: self.tasks?,
+            partition: self.partition.clone(),
+            account: self.account.clone(),
+            time: self.time.clone(),
+            throttle: self.throttle,
+            retries: self.retries.unwrap_or(2),
+        })
+    }
+}
+
 /// How the array is submitted.
 #[derive(Debug, Clone)]
 pub struct ArraySpec {
@@ -141,7 +181,7 @@ fn missing(shards: &Path, tasks: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Runs the array for `args` (the compare command line without the `--slurm*` flags, program
+/// Runs the array for `args` (a compare command line without `--slurm*` flags, program
 /// first) until every shard is in `out/shards/`, resubmitting missing ones `spec.retries`
 /// times at most.
 pub fn run(spec: &ArraySpec, args: &[String], out: &Path) -> Result<()> {

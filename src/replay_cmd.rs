@@ -170,12 +170,7 @@ fn run_compare(
         quiet: args.quiet,
         shard: None,
         merge: false,
-        slurm: None,
-        slurm_partition: None,
-        slurm_account: None,
-        slurm_time: None,
-        slurm_throttle: None,
-        slurm_retries: None,
+        slurm: Default::default(),
     })
 }
 

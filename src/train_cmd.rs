@@ -65,6 +65,9 @@ pub struct Args {
     /// and its reports hold them).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// The model card's comparisons as Slurm job arrays (`--slurm TASKS` each; docs/sweeps.md).
+    #[command(flatten)]
+    pub slurm: crate::compare_slurm::SlurmArgs,
 }
 
 /// The model card's comparison: validation windows per trace, offered loads (as `f64`
@@ -230,12 +233,7 @@ pub fn run(args: &Args) -> Result<()> {
             quiet: args.quiet,
             shard: None,
             merge: false,
-            slurm: None,
-            slurm_partition: None,
-            slurm_account: None,
-            slurm_time: None,
-            slurm_throttle: None,
-            slurm_retries: None,
+            slurm: args.slurm.clone(),
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;
