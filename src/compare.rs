@@ -91,6 +91,67 @@ pub struct Args {
     /// Print only the verdict and where the report is (the tables are in the report).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Run one part of the comparison, `I/N` (the units `u` with `u % N == I`, every policy
+    /// on each), and write its runs to OUT/shards/I-of-N.json, for running it as N processes
+    /// (a job array's tasks); `--merge` then writes the report.
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["merge", "tasks"])]
+    pub shard: Option<String>,
+    /// Write the report from OUT/shards/ (every shard of one split, run with the same
+    /// arguments), exactly as one run would write it, wall time aside. Missing or foreign
+    /// shards are refused, named.
+    #[arg(long, conflicts_with = "tasks")]
+    pub merge: bool,
+    #[command(flatten)]
+    pub slurm: crate::compare_slurm::SlurmArgs,
+}
+
+impl Args {
+    /// A `lachesis compare` command line (program first) that gives these arguments, `--quiet`,
+    /// `--shard`, `--merge` and the `--slurm*` flags aside: what each task of `--slurm` runs.
+    pub fn argv(&self) -> Vec<String> {
+        let mut v = vec!["lachesis".to_string(), "compare".to_string()];
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                v.push(format!("--{name}"));
+                v.push(value);
+            }
+        };
+        let list = |xs: &[String]| Some(xs.join(","));
+        flag("trace", Some(self.trace.display().to_string()));
+        flag("format", self.format.clone());
+        flag("cluster", Some(self.cluster.clone()));
+        flag("policies", list(&self.policies));
+        flag("baseline", self.baseline.clone());
+        flag("seeds", Some(self.seeds.to_string()));
+        flag(
+            "split",
+            self.split
+                .as_ref()
+                .map(|s| s.iter().map(f64::to_string).collect::<Vec<_>>().join(",")),
+        );
+        flag("part", self.part.clone());
+        flag(
+            "duration-spread",
+            self.duration_spread.map(|d| d.to_string()),
+        );
+        flag("windows", Some(self.windows.to_string()));
+        flag("window-jobs", Some(self.window_jobs.to_string()));
+        flag("load", list(&self.load));
+        flag("tick", self.tick.clone());
+        flag("starvation-bound", Some(self.starvation_bound.clone()));
+        flag("checkpoint", self.checkpoint.clone());
+        flag(
+            "policy-config",
+            self.policy_config.as_ref().map(|p| p.display().to_string()),
+        );
+        flag("threads", self.threads.map(|t| t.to_string()));
+        flag("resamples", Some(self.resamples.to_string()));
+        flag("throughputs", self.hetero.throughputs.clone());
+        flag("assign-workloads", self.hetero.assign_workloads.clone());
+        flag("assign-elastic", self.hetero.assign_elastic.clone());
+        flag("out", Some(self.out.display().to_string()));
+        v
+    }
 }
 
 /// A duration flag (`10m`, `1s`) in seconds, if given; the error names the flag.
@@ -209,9 +270,41 @@ pub fn run_comparison(args: &Args) -> Result<harness::Comparison> {
         throughputs: args.hetero.throughputs.clone(),
         starvation_bound: crate::simulate::parse_bound(&args.starvation_bound)?,
         checkpoint_s,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: command_line(),
     };
-    let mut comparison = harness::compare(&trace, cluster, &spec, &harness::build)?;
+    let shards = args.out.join("shards");
+    if let Some(array) = args.slurm.array() {
+        crate::compare_slurm::run(&array, &args.argv(), &args.out)?;
+    }
+    if let Some(text) = &args.shard {
+        let shard = harness::Shard::parse(text).context("--shard")?;
+        let runs = harness::compare_shard(&trace, cluster, &spec, &harness::build, shard)?;
+        std::fs::create_dir_all(&shards)
+            .with_context(|| format!("creating {}", shards.display()))?;
+        let path = shards.join(shard.file_name());
+        std::fs::write(&path, serde_json::to_string(&runs)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        outln!(
+            "shard {}/{}: {} runs in {:.1} s: {}",
+            shard.index,
+            shard.count,
+            runs.runs.len(),
+            started.elapsed().as_secs_f64(),
+            path.display()
+        );
+        return Ok(());
+    }
+    let mut comparison = if args.merge || args.slurm.tasks.is_some() {
+        harness::merge(
+            &trace,
+            cluster,
+            &spec,
+            &harness::build,
+            read_shards(&shards)?,
+        )?
+    } else {
+        harness::compare(&trace, cluster, &spec, &harness::build)?
+    };
     for warning in comparison.warnings() {
         eprintln!("warning: {warning}");
     }
@@ -232,6 +325,35 @@ pub fn run_comparison(args: &Args) -> Result<harness::Comparison> {
     }
     outln!("report: {}", args.out.join("report.md").display());
     Ok(comparison)
+}
+
+/// The command line for the report, without `--shard I/N`, `--merge` and `--slurm*`: the
+/// shards and the merge of a split report the comparison they make together.
+fn command_line() -> String {
+    let mut drop = vec!["--shard", "--merge"];
+    drop.extend(crate::compare_slurm::FLAGS);
+    crate::compare_slurm::without_flags(std::env::args(), &drop).join(" ")
+}
+
+/// Every shard file in `dir` (`*.json`), sorted by name; an unreadable one is refused, named.
+fn read_shards(dir: &std::path::Path) -> Result<Vec<harness::ShardRuns>> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("--merge: reading {} (run the shards first)", dir.display()))?;
+    let mut paths: Vec<PathBuf> = entries
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("--merge: reading {}", dir.display()))?;
+    paths.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a shard's runs", p.display()))
+        })
+        .collect()
 }
 
 /// Refuses, before any work, a heuristic name in `policies` that names no registered parts:
@@ -280,4 +402,33 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     harness::report::rewrite_page(&args.dir, &out, lachesis_serve::ui::STYLE_CSS)?;
     outln!("report: {}", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn argv_gives_back_every_argument() {
+        let given = "lachesis compare --trace t.csv --format itp --cluster 2x8:V100 \
+                     --policies a,b --baseline b --seeds 2 --split 0.7,0.15 --part validation \
+                     --duration-spread 0.5 --windows 3 --window-jobs 80 --load 0.9,none \
+                     --tick 10m --starvation-bound off --checkpoint 1s --policy-config p.toml \
+                     --threads 2 --resamples 300 --throughputs gavel --assign-workloads gavel:7 \
+                     --assign-elastic pollux --out o";
+        let words: Vec<&str> = given.split_whitespace().collect();
+        let parsed = Cli::try_parse_from(&words[1..]).expect("the arguments parse");
+        assert_eq!(parsed.args.argv(), words);
+        // And the defaults, given by nothing.
+        let bare = Cli::try_parse_from(["compare"]).expect("no arguments parse");
+        let again = Cli::try_parse_from(&bare.args.argv()[1..]).expect("argv parses");
+        assert_eq!(format!("{:?}", again.args), format!("{:?}", bare.args));
+    }
 }

@@ -36,6 +36,7 @@ mod bench_lp;
 mod bench_serve;
 mod bench_slurm;
 mod compare;
+mod compare_slurm;
 mod decide_session;
 mod probe_cmd;
 mod progress;
@@ -63,7 +64,7 @@ enum Command {
     /// Replay a trace on a cluster under a policy; print the summary, write the outputs.
     Simulate(simulate::Args),
     /// Compare policies on identical windows, loads and seeds: tables, report, plots.
-    Compare(compare::Args),
+    Compare(Box<compare::Args>),
     /// Write the HTML page of a compare output directory (the dashboard's look) again.
     Report(compare::ReportArgs),
     /// Train a learned policy (behaviour cloning, then PPO) into a model directory.

@@ -169,6 +169,9 @@ fn run_compare(
         resamples: 2000,
         hetero: Default::default(),
         quiet: args.quiet,
+        shard: None,
+        merge: false,
+        slurm: Default::default(),
     })
 }
 

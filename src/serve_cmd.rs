@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Service configuration (TOML, see docs/serve.md). Without one: models/default, gRPC on
-    /// 127.0.0.1:50051, HTTP on 127.0.0.1:9090.
+    /// Service configuration (TOML, every field in docs/serve-config.md). Without one:
+    /// models/default, gRPC on 127.0.0.1:50051, HTTP on 127.0.0.1:9090.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Model directory, overriding the config's `model` ("" for heuristics only).
@@ -48,7 +48,7 @@ pub struct DecideArgs {
     /// The service's address (`host:port`).
     #[arg(long, default_value = "127.0.0.1:50051")]
     server: String,
-    /// Cluster snapshot as JSON (the `Snapshot` message; docs/serve.md has an example).
+    /// Cluster snapshot as JSON (the `Snapshot` message; docs/serve-api.md describes it).
     #[arg(long)]
     snapshot: PathBuf,
     /// File holding a bearer token to present.

@@ -65,6 +65,9 @@ pub struct Args {
     /// and its reports hold them).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// The model card's comparisons as Slurm job arrays (`--slurm TASKS` each; docs/sweeps.md).
+    #[command(flatten)]
+    pub slurm: crate::compare_slurm::SlurmArgs,
 }
 
 /// The model card's comparison: validation windows per trace, offered loads (as `f64`
@@ -229,6 +232,9 @@ pub fn run(args: &Args) -> Result<()> {
             resamples: 2000,
             hetero,
             quiet: args.quiet,
+            shard: None,
+            merge: false,
+            slurm: args.slurm.clone(),
         };
         crate::compare::run(&compare)
             .with_context(|| format!("comparing on the validation part of {}", d.trace))?;

@@ -630,3 +630,130 @@ fn gavel_rounds_are_refused_with_checkpoints_longer_than_a_round() {
         String::from_utf8_lossy(&ran.stderr)
     );
 }
+
+/// A comparison run as shards (as a job array's tasks run it) and merged writes what one run
+/// writes: the same comparison.json, wall time aside, and the same runs.csv. Partial results
+/// are refused, naming the missing shard; a shard with no units (3 shards of 2 units) is fine.
+#[test]
+fn shards_merge_into_the_report_one_run_writes() {
+    let whole = out_dir("compare_whole");
+    let split = out_dir("compare_split");
+    let ok = |args: &[&str]| {
+        let out = lachesis(args);
+        assert!(
+            out.status.success(),
+            "lachesis {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let with = |extra: &[&'static str]| {
+        let mut args = small_compare(&split, "500");
+        args.extend(extra);
+        args
+    };
+    ok(&small_compare(&whole, "500"));
+    ok(&with(&["--shard", "0/3"]));
+    ok(&with(&["--shard", "2/3"]));
+    let refused = common::stderr_of_failing(&with(&["--merge"]));
+    assert!(
+        refused.contains("shards missing: 1-of-3"),
+        "the missing shard is named: {refused}"
+    );
+    assert!(!split.join("comparison.json").exists(), "nothing merged");
+    ok(&with(&["--shard", "1/3"]));
+    ok(&with(&["--merge"]));
+
+    let read = |dir: &Path| {
+        let text = fs::read_to_string(dir.join("comparison.json")).expect("comparison.json");
+        let mut json: Value = serde_json::from_str(&text).expect("JSON");
+        let setup = json["setup"].as_object_mut().expect("a setup");
+        setup.remove("wall_s");
+        let command = setup["command"].as_str().expect("a command").to_string();
+        setup["command"] = Value::from(command.replace("compare_split", "compare_whole"));
+        json
+    };
+    assert_eq!(read(&whole), read(&split));
+    assert_eq!(
+        fs::read_to_string(whole.join("runs.csv")).expect("runs.csv"),
+        fs::read_to_string(split.join("runs.csv")).expect("runs.csv")
+    );
+}
+
+/// `compare --slurm` against stand-ins for `sbatch` and `squeue` (shell scripts first on PATH)
+/// that run the array's tasks at once, but lose task 1 on the first submission (as a node
+/// failure would): the task is resubmitted alone and the report is merged; with no retries
+/// left the run fails naming the task and its log, and nothing is merged.
+#[test]
+fn a_task_that_left_no_shard_is_resubmitted_and_partial_results_are_never_merged() {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = out_dir("compare_fake_slurm");
+    fs::create_dir_all(&fake).expect("a scratch directory");
+    let script = |name: &str, text: &str| {
+        let path = fake.join(name);
+        fs::write(&path, text).expect("a stand-in written");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("executable");
+    };
+    script(
+        "sbatch",
+        "#!/bin/bash\n\
+         array=''; file=''\n\
+         for a in \"$@\"; do case \"$a\" in --array=*) array=\"${a#--array=}\";; --*) ;; *) file=\"$a\";; esac; done\n\
+         n=$(( $(cat \"$FAKE_DIR/calls\" 2>/dev/null || echo 0) + 1 )); echo $n > \"$FAKE_DIR/calls\"\n\
+         echo \"$array\" >> \"$FAKE_DIR/arrays\"\n\
+         IFS=, read -ra ids <<< \"${array%%%*}\"\n\
+         for i in \"${ids[@]}\"; do\n\
+           if [ \"$i\" = 1 ] && { [ $n = 1 ] || [ -n \"$FAKE_ALWAYS\" ]; }; then continue; fi\n\
+           SLURM_ARRAY_TASK_ID=$i sh \"$file\" > /dev/null 2>&1\n\
+         done\n\
+         echo \"$(( 100 + n ));cluster\"\n",
+    );
+    script("squeue", "#!/bin/sh\nexit 0\n");
+    let path = format!(
+        "{}:{}",
+        fake.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |name: &str, extra: &[&str]| {
+        let out = out_dir(name);
+        let _ = fs::remove_file(fake.join("calls"));
+        let _ = fs::remove_file(fake.join("arrays"));
+        let mut args = small_compare(&out, "300");
+        args.extend(["--slurm", "3", "--slurm-throttle", "2"]);
+        args.extend(extra);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_lachesis"))
+            .args(&args)
+            .env("PATH", &path)
+            .env("FAKE_DIR", &fake)
+            .env("FAKE_ALWAYS", if extra.is_empty() { "" } else { "1" })
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("lachesis runs");
+        let arrays = fs::read_to_string(fake.join("arrays")).unwrap_or_default();
+        (out, output, arrays)
+    };
+
+    let (out, output, arrays) = run("compare_fake_slurm_retried", &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(arrays, "0,1,2%2\n1%2\n", "task 1 resubmitted alone");
+    assert!(
+        stdout.contains("slurm: job 102, 1 of 3 tasks (attempt 2 of 3)"),
+        "{stdout}"
+    );
+    assert!(out.join("comparison.json").is_file(), "merged");
+
+    let (out, output, arrays) = run("compare_fake_slurm_lost", &["--slurm-retries", "0"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert_eq!(arrays, "0,1,2%2\n");
+    assert!(
+        stderr.contains("tasks [1] left no shard after 1 attempts; nothing merged")
+            && stderr.contains("task-1.log"),
+        "{stderr}"
+    );
+    assert!(!out.join("comparison.json").exists(), "nothing merged");
+}

@@ -181,6 +181,39 @@ fn the_dashboard_state_is_the_sessions_and_asks_for_the_token() {
     assert_eq!(state["cluster"]["source"], "");
     assert_eq!(state["sources"][0]["id"], "", "{}", state["sources"]);
     assert_eq!(state["decisions"][0]["request_id"], "plain");
+
+    // A page that names no cluster follows the most recently answered one.
+    let delta = decide(
+        &grpc,
+        json!({"session": "cycle", "request_id": "delta", "delta": {
+            "revision": first.revision, "now_ms": 3_660_000, "finished": ["rl-sweep-2"]}}),
+    );
+    assert_eq!(delta.revision, first.revision + 1);
+    let (_, body) = get_with_token(&http, "/ui/state", TOKEN);
+    let state: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(state["sources"][0]["id"], "cycle", "{}", state["sources"]);
+    assert_eq!(state["cluster"]["source"], "cycle");
+    // The model's training traces by name, not by paths of the machine it was trained on.
+    let trained_on = state["model"]["trained_on"].as_str().unwrap();
+    assert!(
+        trained_on.contains("msft-itp-2021/cluster02.csv") && !trained_on.contains("shared/"),
+        "{trained_on}"
+    );
+
+    // The service keeps each cluster's history whether or not a page is open: a session no
+    // page has looked at has points from before the first look.
+    decide(
+        &grpc,
+        json!({"session": "unseen", "request_id": "u", "snapshot": opening()}),
+    );
+    std::thread::sleep(Duration::from_millis(6_500));
+    let (_, body) = get_with_token(&http, "/ui/state?source=unseen", TOKEN);
+    let state: Value = serde_json::from_str(&body).unwrap();
+    let series = state["cluster"]["series"].as_array().unwrap();
+    assert!(series.len() >= 2, "{series:?}");
+    let first_ms = series[0]["unix_ms"].as_u64().unwrap();
+    let last_ms = series[series.len() - 1]["unix_ms"].as_u64().unwrap();
+    assert!(last_ms >= first_ms + 1_000, "{series:?}");
     drop(server);
 }
 
@@ -232,6 +265,23 @@ fn the_dashboard_shows_a_session_live_in_a_real_browser() {
             job,
         );
     }
+    // Waits read as one or two units, never a zero one ("50 min", not "50 min 0 s").
+    let waits = browser.script(
+        "return [...document.querySelectorAll('#queue tbody tr')].map(r => r.children[3].textContent)",
+    );
+    for w in waits.as_array().unwrap() {
+        let w = w.as_str().unwrap();
+        let words: Vec<&str> = w.split(' ').collect();
+        assert!(
+            matches!(words.len(), 2 | 4) && !w.contains(" 0 ") && !w.ends_with(" 0"),
+            "{waits}"
+        );
+        assert!(words[0] != "0" || words.len() == 2, "{waits}");
+    }
+    assert!(
+        waits.as_array().unwrap().iter().any(|w| w == "20 min"),
+        "llm-finetune waited 1,200 s: {waits}"
+    );
     // The queue's reasons are the service's own.
     let reason = browser.script(&format!(
         "return document.querySelector('#queue tr[data-job=' + CSS.escape({}) + '] .badge').textContent",
@@ -239,7 +289,9 @@ fn the_dashboard_shows_a_session_live_in_a_real_browser() {
     ));
     assert_eq!(reason, first.pending[0].kind.as_str());
 
-    // A delta: one job finished, one submitted. The open page follows without a reload.
+    // A request without a session, then a delta on the session: the page, told no cluster,
+    // follows the most recent (the session's), without a reload.
+    decide(&grpc, json!({"request_id": "plain", "snapshot": opening()}));
     browser.script("window.__before = document.body.dataset.updated; return true");
     let second = decide(
         &grpc,
@@ -254,6 +306,22 @@ fn the_dashboard_shows_a_session_live_in_a_real_browser() {
          && document.body.dataset.updated !== window.__before",
         WAIT,
         "the delta's job in the queue",
+    );
+    assert_eq!(
+        browser.script("return document.getElementById('source').value"),
+        "cycle"
+    );
+    // The chart's axes: shares on y, the service's clock on x.
+    let axes = browser.script(
+        "return [[...document.querySelectorAll('.yaxis span')].map(s => s.textContent), \
+         [...document.querySelectorAll('#series-x span')].map(s => s.textContent)]",
+    );
+    assert_eq!(axes[0], json!(["100 %", "50 %", "0 %"]));
+    let times = axes[1].as_array().unwrap();
+    assert_eq!(times.len(), 3, "{axes}");
+    assert!(
+        times.iter().all(|t| t.as_str().unwrap().contains(':')),
+        "{axes}"
     );
     browser.wait_for(
         "return [...document.querySelectorAll('#decisions tbody tr')].some(r => r.textContent.includes('delta-1'))",
@@ -273,6 +341,8 @@ fn the_dashboard_shows_a_session_live_in_a_real_browser() {
          return r.status + ' ' + r.responseText.slice(0, 200)",
     );
     assert!(card.as_str().unwrap().starts_with("200 "), "{card}");
+    let model = browser.script("return document.getElementById('model').textContent");
+    assert!(!model.as_str().unwrap().contains("../shared"), "{model}");
     // The tenant filter.
     browser.script(
         "const t = document.getElementById('tenant'); t.value = 'audio'; \

@@ -274,3 +274,75 @@ fn the_dashboard_queries_exported_metrics_and_shows_the_guard() {
         assert!(used.contains(guard), "no panel shows {guard}");
     }
 }
+
+/// The Kubernetes sweep (deploy/kubernetes/compare-sweep.yaml, compare-merge.yaml): an Indexed
+/// Job whose completions are the shards of `--shard $(SHARD_INDEX)/N` (N = completions, the
+/// index from the Job's completion-index annotation), retried per index; the merge Job runs the
+/// same arguments with `--merge` on the same volume and working directory; both argument lists
+/// parse as `lachesis compare`.
+#[test]
+fn the_kubernetes_sweep_is_an_indexed_job_of_shards_and_a_merge() {
+    let job = |path: &str| {
+        let docs = yaml_rust2::YamlLoader::load_from_str(&read(path)).unwrap();
+        assert_eq!(docs.len(), 1, "{path}: one document");
+        let doc = docs.into_iter().next().unwrap();
+        assert_eq!(doc["kind"].as_str(), Some("Job"), "{path}");
+        doc
+    };
+    let sweep = job("deploy/kubernetes/compare-sweep.yaml");
+    let merge = job("deploy/kubernetes/compare-merge.yaml");
+    let spec = &sweep["spec"];
+    assert_eq!(spec["completionMode"].as_str(), Some("Indexed"));
+    let n = spec["completions"].as_i64().unwrap();
+    assert!(n >= 1 && spec["parallelism"].as_i64().unwrap() <= n);
+    assert!(
+        spec["backoffLimitPerIndex"].as_i64().unwrap() >= 1,
+        "a failed shard is retried"
+    );
+    let container =
+        |doc: &yaml_rust2::Yaml| doc["spec"]["template"]["spec"]["containers"][0].clone();
+    let args = |doc: &yaml_rust2::Yaml| -> Vec<String> {
+        container(doc)["args"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (sweep_args, merge_args) = (args(&sweep), args(&merge));
+    let at = sweep_args
+        .iter()
+        .position(|a| a == "--shard")
+        .expect("--shard");
+    assert_eq!(sweep_args[at + 1], format!("$(SHARD_INDEX)/{n}"));
+    let env = &container(&sweep)["env"][0];
+    assert_eq!(env["name"].as_str(), Some("SHARD_INDEX"));
+    assert_eq!(
+        env["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
+        Some("metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    );
+    let mut expected = sweep_args.clone();
+    expected.splice(at..at + 2, ["--merge".to_string()]);
+    assert_eq!(merge_args, expected, "the merge runs the sweep's arguments");
+    for key in ["workingDir", "image", "volumeMounts"] {
+        assert_eq!(container(&sweep)[key], container(&merge)[key], "{key}");
+    }
+    assert_eq!(
+        sweep["spec"]["template"]["spec"]["volumes"],
+        merge["spec"]["template"]["spec"]["volumes"]
+    );
+    for list in [sweep_args.clone(), merge_args] {
+        let mut words: Vec<String> = list
+            .iter()
+            .map(|a| a.replace("$(SHARD_INDEX)", "0"))
+            .collect();
+        words.push("--help".into());
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let out = lachesis(&words);
+        assert!(
+            out.status.success(),
+            "lachesis {words:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -643,3 +643,157 @@ fn constrained_jobs_and_gangs_run_where_the_service_chose() {
     let logs = setup.logs();
     assert!(!logs.contains("placement refused"), "{logs}");
 }
+
+/// `lachesis compare --slurm 3`: the comparison as a job array of 3 tasks on a cluster of two
+/// nodes (at most 2 at once), waited for and merged into exactly the report one run writes on
+/// this machine: the same comparison.json (wall time aside, the command line up to its
+/// `--out`) and runs.csv.
+#[test]
+fn a_comparison_as_a_job_array_writes_the_report_one_run_writes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let spec = TestbedSpec {
+        groups: vec![NodeGroup::gpu("cn", 2, "a100", 1)],
+        partitions: vec!["batch".into()],
+        hold_on_submit: false,
+    };
+    let Some(bed) = testbed(&spec) else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = bed.dir().join("compare");
+    let run = |name: &str, extra: &[&str]| {
+        let dir = out.join(name);
+        let output = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+            .args([
+                "compare",
+                "--trace",
+                "traces/itp/cluster10.csv",
+                "--cluster",
+                "2x8:V100",
+            ])
+            .args([
+                "--policies",
+                "fifo/best-fit,sjf/best-fit,fifo/best-fit/easy",
+            ])
+            .args(["--windows", "3", "--window-jobs", "80", "--load", "0.9,1.1"])
+            .args(["--resamples", "300", "--out", dir.to_str().unwrap()])
+            .args(extra)
+            .env("SLURM_CONF", bed.conf())
+            .current_dir(root)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "compare {extra:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (dir, stdout)
+    };
+    let (one, _) = run("one", &[]);
+    let (array, printed) = run(
+        "array",
+        &[
+            "--slurm",
+            "3",
+            "--slurm-partition",
+            "batch",
+            "--slurm-throttle",
+            "2",
+            "--slurm-time",
+            "0:10:00",
+        ],
+    );
+    assert!(printed.contains("slurm: job "), "{printed}");
+    for i in 0..3 {
+        assert!(
+            array.join(format!("shards/{i}-of-3.json")).is_file(),
+            "task {i} left its shard"
+        );
+    }
+    let read = |dir: &Path| {
+        let text = std::fs::read_to_string(dir.join("comparison.json")).unwrap();
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let setup = json["setup"].as_object_mut().unwrap();
+        setup.remove("wall_s");
+        let command = setup["command"].as_str().unwrap().replace("/array", "/one");
+        setup["command"] = serde_json::Value::from(command);
+        json
+    };
+    assert_eq!(read(&one), read(&array));
+    assert_eq!(
+        std::fs::read_to_string(one.join("runs.csv")).unwrap(),
+        std::fs::read_to_string(array.join("runs.csv")).unwrap()
+    );
+}
+
+/// `lachesis train --card-only --slurm 2`: the model card's comparison as a job array on the
+/// test cluster gives the comparison a local `--card-only` gives (wall time aside).
+#[test]
+fn a_model_cards_comparison_as_a_job_array_is_the_local_one() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let spec = TestbedSpec {
+        groups: vec![NodeGroup::gpu("cn", 2, "a100", 1)],
+        partitions: vec!["batch".into()],
+        hold_on_submit: false,
+    };
+    let Some(bed) = testbed(&spec) else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = bed.dir().join("card");
+    let train = |out: &Path, extra: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+            .args([
+                "train",
+                "--config",
+                "docs/examples/train-small.toml",
+                "--quiet",
+            ])
+            .args(["--out", out.to_str().unwrap()])
+            .args(extra)
+            .env("SLURM_CONF", bed.conf())
+            .current_dir(root)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "train {extra:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    };
+    let model = dir.join("model");
+    train(&model, &["--no-card"]);
+    let (local, array) = (dir.join("local"), dir.join("array"));
+    for copy in [&local, &array] {
+        assert!(
+            Command::new("cp")
+                .args(["-r", model.to_str().unwrap(), copy.to_str().unwrap()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    train(&local, &["--card-only"]);
+    let printed = train(
+        &array,
+        &["--card-only", "--slurm", "2", "--slurm-partition", "batch"],
+    );
+    assert!(printed.contains("slurm: job "), "{printed}");
+    let read = |model: &Path, name: &str| {
+        let path = model.join("compare/cluster10-3x8-V100/comparison.json");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(name, "MODEL");
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["setup"].as_object_mut().unwrap().remove("wall_s");
+        json
+    };
+    assert_eq!(
+        read(&local, local.to_str().unwrap()),
+        read(&array, array.to_str().unwrap())
+    );
+    assert!(array.join("MODEL_CARD.md").is_file());
+}

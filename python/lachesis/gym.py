@@ -100,7 +100,7 @@ class SchedulingEnv(gymnasium.Env):
         trace); ``window_seed`` (0) seeds the cut.
     load: scale every window's arrivals to this offered load (default: the trace's own).
     format: the trace's format (default: detected from its header).
-    config: the environment config (docs/training.md's ``[env]``: ``jobs_considered``,
+    config: the environment config (docs/training-config.md's ``[env]``: ``jobs_considered``,
         ``proposers``, ``reward``, ``sim``, ``max_steps``, ...), as a dict.
     illegal_action: ``"wait"`` (the default) takes a masked action as the default one (wait,
         or the first legal action where wait is masked) and says so in

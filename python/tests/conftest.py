@@ -20,7 +20,7 @@ def small_env_kwargs() -> dict:
     return dict(trace=TRACE, cluster=CLUSTER, window_jobs=40, windows=4)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def lachesis_bin() -> str:
     """The `lachesis` binary to compare against (tests/python.rs sets LACHESIS_BIN)."""
     path = os.environ.get("LACHESIS_BIN")

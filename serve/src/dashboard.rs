@@ -3,10 +3,11 @@
 //! reload, and for each cluster the service holds (its sessions, and the world the last
 //! request without a session left) a view built on demand: nodes grouped by GPU model with
 //! each GPU busy, shared, fragmented or free and whose it is, the queue with the service's own
-//! "why pending" reasons, and allocation and fragmentation over time.
+//! "why pending" reasons, and allocation and fragmentation over the past hour.
 //!
-//! Recording a decision costs a short lock and a counter bump; views are built only when a
-//! dashboard asks for one, from a copy of the world taken under the session's lock. Knows
+//! Recording a decision costs a short lock and a counter bump; views are built when a
+//! dashboard asks for one, and every few seconds by [`sample`] (so that a page opened later
+//! shows the past hour), from a copy of the world taken under the session's lock. Knows
 //! nothing of HTTP.
 
 use crate::engine::Engine;
@@ -27,8 +28,13 @@ use tokio::sync::watch;
 const DECISIONS_KEPT: usize = 200;
 /// Latencies kept per arm for its percentiles.
 const LATENCIES_KEPT: usize = 512;
-/// Points kept per cluster's allocation/fragmentation series.
-const POINTS_KEPT: usize = 720;
+/// How far back a cluster's allocation/fragmentation series goes.
+const HISTORY_MS: u64 = 3_600_000;
+/// The least service time between two kept points of a series (the last one follows the
+/// present), and how often [`sample`] takes one.
+const POINT_SPACING_MS: u64 = 5_000;
+/// Points kept per series: the past hour at that spacing, and the latest.
+const POINTS_KEPT: usize = (HISTORY_MS / POINT_SPACING_MS) as usize + 2;
 /// The source name of the world the last request without a session left.
 pub const LAST_REQUEST: &str = "";
 
@@ -82,10 +88,12 @@ pub struct ReloadRow {
     pub message: String,
 }
 
-/// One point of a cluster's series: the caller's clock, and the shares of all GPU capacity
-/// allocated and fragmented (FGD, under the mix of the jobs the cluster holds).
+/// One point of a cluster's series: the service's clock (the chart's axis) and the caller's,
+/// and the shares of all GPU capacity allocated and fragmented (FGD, under the mix of the jobs
+/// the cluster holds).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Point {
+    pub unix_ms: u64,
     pub now_ms: u64,
     pub alloc: f64,
     pub frag: f64,
@@ -157,6 +165,8 @@ pub struct Dashboard {
     /// The world the last request without a session left, and the nodes it was built from.
     last: Mutex<Option<(World, Arc<proto::Snapshot>)>>,
     series: Mutex<HashMap<String, VecDeque<Point>>>,
+    /// When each cluster (a session id, or `LAST_REQUEST`) was last answered.
+    active: Mutex<HashMap<String, u64>>,
     /// Bumped on every decision and reload: dashboards wait on it.
     changes: watch::Sender<u64>,
 }
@@ -169,6 +179,7 @@ impl Default for Dashboard {
             reload: Mutex::default(),
             last: Mutex::default(),
             series: Mutex::default(),
+            active: Mutex::default(),
             changes: watch::Sender::new(0),
         }
     }
@@ -209,8 +220,10 @@ impl Dashboard {
                 arm.latencies_us.push_back(r.decision_us);
             }
         }
+        let now = unix_ms();
+        locked(&self.active).insert(answer.session.clone(), now);
         let row = DecisionRow {
-            unix_ms: unix_ms(),
+            unix_ms: now,
             request_id: answer.request_id.clone(),
             session: answer.session.clone(),
             arm: answer.arm.clone(),
@@ -304,25 +317,39 @@ impl Dashboard {
             .map(|(w, s)| (w.clone(), Arc::clone(s)))
     }
 
-    /// Adds `point` to `source`'s series (unless the clock has not moved) and returns it.
+    /// Adds `point` to `source`'s series and returns the series: the past hour, its points
+    /// `POINT_SPACING_MS` apart, and the latest (a last point closer than that to the one
+    /// before it is replaced, so the last follows the present).
     fn series(&self, source: &str, point: Point) -> Vec<Point> {
         let mut all = locked(&self.series);
         let series = all.entry(source.to_string()).or_default();
-        match series.back_mut() {
-            Some(last) if last.now_ms == point.now_ms => *last = point,
-            _ => {
-                if series.len() == POINTS_KEPT {
-                    series.pop_front();
-                }
-                series.push_back(point);
-            }
+        let n = series.len();
+        if n >= 2 && series[n - 1].unix_ms < series[n - 2].unix_ms + POINT_SPACING_MS {
+            series[n - 1] = point;
+        } else {
+            series.push_back(point);
+        }
+        while series.len() > POINTS_KEPT
+            || series
+                .front()
+                .is_some_and(|p| p.unix_ms + HISTORY_MS < point.unix_ms)
+        {
+            series.pop_front();
         }
         series.iter().copied().collect()
     }
 
-    /// Forgets the series of clusters no longer held.
+    /// Forgets the series and activity of clusters no longer held.
     fn retain_series(&self, held: &[String]) {
         locked(&self.series).retain(|k, _| held.iter().any(|h| h == k));
+        locked(&self.active).retain(|k, _| held.iter().any(|h| h == k));
+    }
+
+    /// `sources` ordered by when each was last answered, the most recent first.
+    fn by_recency(&self, mut sources: Vec<SourceRow>) -> Vec<SourceRow> {
+        let active = locked(&self.active);
+        sources.sort_by_key(|s| std::cmp::Reverse(active.get(&s.id).copied().unwrap_or(0)));
+        sources
     }
 }
 
@@ -333,7 +360,8 @@ pub struct SourceRow {
     pub label: String,
 }
 
-/// The clusters held now: the last request's (if any), then the sessions by id.
+/// The clusters held now, the most recently answered first (the page shows the first unless
+/// told otherwise).
 pub fn sources(engine: &Engine) -> Vec<SourceRow> {
     let mut out = Vec::new();
     if locked(&engine.dashboard().last).is_some() {
@@ -350,7 +378,45 @@ pub fn sources(engine: &Engine) -> Vec<SourceRow> {
     }
     let held: Vec<String> = out.iter().map(|s| s.id.clone()).collect();
     engine.dashboard().retain_series(&held);
-    out
+    engine.dashboard().by_recency(out)
+}
+
+/// Takes a point of every held cluster's series every `POINT_SPACING_MS`, whether or not a
+/// page is open, until `stop` turns true.
+pub async fn sample(engine: Arc<Engine>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(POINT_SPACING_MS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        for source in sources(&engine) {
+            let _ = cluster(&engine, &source.id).await;
+        }
+    }
+}
+
+/// A model card's training traces as a user can read them: each path from `traces/` on
+/// (`../shared/traces/msft-itp-2021/cluster02.csv` is `msft-itp-2021/cluster02.csv`), else
+/// its file name; what follows a path (`(spread 0.5)`) is kept.
+pub fn trace_names(trained_on: &str) -> String {
+    trained_on
+        .split(", ")
+        .map(|entry| {
+            let (path, rest) = entry.split_once(' ').unwrap_or((entry, ""));
+            let name = match path.rfind("traces/") {
+                Some(i) => &path[i + "traces/".len()..],
+                None => path.rsplit('/').next().unwrap_or(path),
+            };
+            if rest.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name} {rest}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The view of `source` now, or `None` when it holds no cluster (unknown, expired, or its
@@ -383,6 +449,7 @@ fn current_point(view: &ClusterView) -> Point {
     }
     let share = |x: f64| if total > 0.0 { x / total } else { 0.0 };
     Point {
+        unix_ms: unix_ms(),
         now_ms: view.now_ms,
         alloc: share(total - free),
         frag: share(frag),
@@ -614,6 +681,87 @@ mod tests {
         );
         let p = current_point(&view);
         assert_eq!(p.alloc, 1500.0 / 4000.0);
+    }
+
+    fn point(unix_ms: u64) -> Point {
+        Point {
+            unix_ms,
+            now_ms: unix_ms,
+            alloc: 0.5,
+            frag: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_series_keeps_one_point_per_spacing_and_the_past_hour() {
+        let d = Dashboard::default();
+        let times = |s: Vec<Point>| s.iter().map(|p| p.unix_ms).collect::<Vec<_>>();
+        assert_eq!(times(d.series("s", point(0))), [0]);
+        assert_eq!(times(d.series("s", point(1_000))), [0, 1_000]);
+        // The last is closer than the spacing to the one before it: replaced.
+        assert_eq!(times(d.series("s", point(4_999))), [0, 4_999]);
+        assert_eq!(times(d.series("s", point(5_000))), [0, 5_000]);
+        // It is not: kept.
+        assert_eq!(times(d.series("s", point(5_001))), [0, 5_000, 5_001]);
+        // Two hours of a point a second: the past hour at one point per 5 s, and the last.
+        let mut kept = Vec::new();
+        for t in (6_000..7_200_000).step_by(1_000) {
+            kept = times(d.series("s", point(t)));
+        }
+        let last = *kept.last().unwrap();
+        assert_eq!(last, 7_199_000);
+        assert!(
+            kept[0] + HISTORY_MS >= last && kept[0] + HISTORY_MS < last + 5_000,
+            "{kept:?}"
+        );
+        assert!(kept.len() <= POINTS_KEPT, "{}", kept.len());
+        assert!(
+            kept.windows(2)
+                .rev()
+                .skip(1)
+                .all(|w| w[1] - w[0] >= POINT_SPACING_MS)
+        );
+    }
+
+    #[test]
+    fn sources_come_most_recently_answered_first() {
+        let d = Dashboard::default();
+        let answer = |session: &str| proto::DecideResponse {
+            session: session.into(),
+            ..Default::default()
+        };
+        let row = |id: &str| SourceRow {
+            id: id.into(),
+            label: id.into(),
+        };
+        d.record(&answer("a"), None);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        d.record(&answer(LAST_REQUEST), None);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        d.record(&answer("b"), None);
+        let order = |d: &Dashboard| {
+            d.by_recency(vec![row(LAST_REQUEST), row("a"), row("b"), row("never")])
+                .into_iter()
+                .map(|s| s.id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(&d), ["b", LAST_REQUEST, "a", "never"]);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        d.record(&answer("a"), None);
+        assert_eq!(order(&d), ["a", "b", LAST_REQUEST, "never"]);
+    }
+
+    #[test]
+    fn training_traces_are_named_from_traces_on() {
+        assert_eq!(
+            trace_names(
+                "../shared/traces/msft-itp-2021/cluster02.csv, \
+                 ../shared/traces/msft-itp-2021/cluster07.csv (spread 0.5), traces/itp/cluster10.csv, \
+                 /data/mine.csv"
+            ),
+            "msft-itp-2021/cluster02.csv, msft-itp-2021/cluster07.csv (spread 0.5), \
+             itp/cluster10.csv, mine.csv"
+        );
     }
 
     #[test]

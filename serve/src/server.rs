@@ -361,6 +361,11 @@ pub async fn start_with(engine: Arc<Engine>) -> Result<Running, ServeError> {
             ui_token,
             stop_rx.clone(),
         );
+        // The dashboard's history, kept whether or not a page is open.
+        tokio::spawn(crate::dashboard::sample(
+            Arc::clone(&engine),
+            stop_rx.clone(),
+        ));
         let shutdown = signal(stop_rx);
         let handle = tokio::spawn(async move {
             axum::serve(listener, app)

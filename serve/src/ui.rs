@@ -183,8 +183,9 @@ async fn page_state(engine: &Engine, source: Option<&str>) -> PageState {
         Some(id) => dashboard::cluster(engine, id).await,
         None => None,
     };
-    let model = engine.info();
+    let mut model = engine.info();
     let card = card_path(&model).is_some_and(|p| p.is_file());
+    model.trained_on = dashboard::trace_names(&model.trained_on);
     PageState {
         unix_ms: dashboard::unix_ms(),
         sources,

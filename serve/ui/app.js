@@ -34,11 +34,14 @@ function setTenants(names) {
 }
 const colour = (key) => tenantColours.get(key) || PALETTE[hash(key) % PALETTE.length];
 const pct = (x) => (100 * x).toFixed(1) + " %";
+// Two units at most, the smaller left out when it is zero: "45 s", "50 min", "5 min 30 s",
+// "2 h", "2 h 5 min".
 function duration(ms) {
   const s = Math.round(ms / 1000);
+  const two = (big, bigUnit, small, smallUnit) => big + " " + bigUnit + (small ? " " + small + " " + smallUnit : "");
   if (s < 60) return s + " s";
-  if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
-  return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  if (s < 3600) return two(Math.floor(s / 60), "min", s % 60, "s");
+  return two(Math.floor(s / 3600), "h", Math.floor((s % 3600) / 60), "min");
 }
 const micros = (us) => us < 1000 ? us + " µs" : (us / 1000).toFixed(1) + " ms";
 const clock = (ms) => new Date(ms).toLocaleTimeString();
@@ -79,16 +82,29 @@ function gpuCell(g, by) {
   return cell;
 }
 
+// The series over the service's clock: y from 0 to 100 %, x from the first point to the last
+// (labelled with their times and the middle one's).
 function renderSeries(points) {
   const svg = document.getElementById("series");
   const ns = "http://www.w3.org/2000/svg";
   svg.replaceChildren();
+  for (const y of [2, 60, 118]) {
+    const grid = document.createElementNS(ns, "line");
+    for (const [k, v] of [["x1", 0], ["x2", 600], ["y1", y], ["y2", y]]) grid.setAttribute(k, v);
+    grid.setAttribute("class", "grid");
+    grid.setAttribute("vector-effect", "non-scaling-stroke");
+    svg.append(grid);
+  }
+  const t0 = points.length ? points[0].unix_ms : 0;
+  const t1 = points.length ? points[points.length - 1].unix_ms : 0;
+  document.getElementById("series-x").replaceChildren(...(points.length
+    ? [t0, (t0 + t1) / 2, t1].map((t) => el("span", {}, clock(t)))
+    : [el("span", {}, "no data yet")]));
   const line = (key, stroke) => {
     if (points.length === 0) return;
-    const t0 = points[0].now_ms, t1 = points[points.length - 1].now_ms;
     const span = Math.max(1, t1 - t0);
     const xy = points.map((p, i) => {
-      const x = points.length === 1 ? 600 * i : 600 * (p.now_ms - t0) / span;
+      const x = points.length === 1 ? 600 * i : 600 * (p.unix_ms - t0) / span;
       return x.toFixed(1) + "," + (118 - 116 * p[key]).toFixed(1);
     });
     if (points.length === 1) xy.push("600," + xy[0].split(",")[1]);

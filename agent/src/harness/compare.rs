@@ -324,6 +324,207 @@ pub fn compare(
     build: &BuildPolicy<'_>,
 ) -> Result<Comparison, HarnessError> {
     let started = Instant::now();
+    let plan = plan(trace, spec, build)?;
+    let all: Vec<usize> = (0..plan.units.len()).collect();
+    let runs = run_units(trace, &cluster, spec, build, &plan, &all)?;
+    Ok(assemble(trace, &cluster, spec, plan, runs, started))
+}
+
+/// One part of a comparison, for running it as several processes (a Slurm job array's
+/// tasks): the units `u` with `u % count == index`, every policy on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// `I/N` with `I < N`.
+    pub fn parse(text: &str) -> Result<Shard, HarnessError> {
+        let bad = || HarnessError::Invalid(format!("shard: `{text}` is not I/N with 0 <= I < N"));
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Its file in a compare directory's `shards/`.
+    pub fn file_name(&self) -> String {
+        format!("{}-of-{}.json", self.index, self.count)
+    }
+}
+
+/// What one shard ran, whole (every field the report reads), as `compare_shard` leaves it and
+/// `merge` takes it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ShardRuns {
+    pub shard: Shard,
+    /// The comparison's policies and unit count, which every shard of it must share.
+    pub policies: Vec<String>,
+    pub units: usize,
+    pub runs: Vec<RunRecord>,
+}
+
+/// A [`Run`] with every field, for a shard's file.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub policy: String,
+    pub unit: usize,
+    pub summary: Summary,
+    pub jcts: Vec<f64>,
+    pub waits: Vec<f64>,
+    pub tenant_gpu_s: std::collections::BTreeMap<String, f64>,
+    pub tenant_max_wait_s: std::collections::BTreeMap<String, f64>,
+    pub timeline: Vec<TimelineRow>,
+}
+
+impl From<Run> for RunRecord {
+    fn from(r: Run) -> Self {
+        RunRecord {
+            policy: r.policy,
+            unit: r.unit,
+            summary: r.summary,
+            jcts: r.jcts,
+            waits: r.waits,
+            tenant_gpu_s: r.tenant_gpu_s,
+            tenant_max_wait_s: r.tenant_max_wait_s,
+            timeline: r.timeline,
+        }
+    }
+}
+
+impl From<RunRecord> for Run {
+    fn from(r: RunRecord) -> Self {
+        Run {
+            policy: r.policy,
+            unit: r.unit,
+            summary: r.summary,
+            jcts: r.jcts,
+            waits: r.waits,
+            tenant_gpu_s: r.tenant_gpu_s,
+            tenant_max_wait_s: r.tenant_max_wait_s,
+            timeline: r.timeline,
+        }
+    }
+}
+
+/// Runs `shard`'s part of the comparison `compare` would run.
+pub fn compare_shard(
+    trace: &Trace,
+    cluster: Arc<ClusterSpec>,
+    spec: &CompareSpec,
+    build: &BuildPolicy<'_>,
+    shard: Shard,
+) -> Result<ShardRuns, HarnessError> {
+    let plan = plan(trace, spec, build)?;
+    let mine: Vec<usize> = (0..plan.units.len())
+        .filter(|u| u % shard.count == shard.index)
+        .collect();
+    let runs = run_units(trace, &cluster, spec, build, &plan, &mine)?;
+    Ok(ShardRuns {
+        shard,
+        policies: spec.policies.clone(),
+        units: plan.units.len(),
+        runs: runs.into_iter().map(RunRecord::from).collect(),
+    })
+}
+
+/// The comparison `compare` would return, from the runs of all the shards of one split (its
+/// `wall_s` is the merge's own). Refuses, naming them,
+/// shards of another split or comparison, and missing or repeated ones: partial results are
+/// never merged.
+pub fn merge(
+    trace: &Trace,
+    cluster: Arc<ClusterSpec>,
+    spec: &CompareSpec,
+    build: &BuildPolicy<'_>,
+    shards: Vec<ShardRuns>,
+) -> Result<Comparison, HarnessError> {
+    let started = Instant::now();
+    let plan = plan(trace, spec, build)?;
+    let Some(count) = shards.first().map(|s| s.shard.count) else {
+        return Err(HarnessError::Invalid("merge: no shards".into()));
+    };
+    let mut seen = vec![false; count];
+    for s in &shards {
+        let name = s.shard.file_name();
+        if s.shard.count != count {
+            return Err(HarnessError::Invalid(format!(
+                "merge: shard {name} is of a split into {}, not {count}",
+                s.shard.count
+            )));
+        }
+        if s.policies != spec.policies || s.units != plan.units.len() {
+            return Err(HarnessError::Invalid(format!(
+                "merge: shard {name} ran another comparison ({} units of {}), not {} units of {}",
+                s.units,
+                s.policies.join(","),
+                plan.units.len(),
+                spec.policies.join(",")
+            )));
+        }
+        if std::mem::replace(&mut seen[s.shard.index], true) {
+            return Err(HarnessError::Invalid(format!(
+                "merge: shard {name} given twice"
+            )));
+        }
+    }
+    let missing: Vec<String> = (0..count)
+        .filter(|&i| !seen[i])
+        .map(|index| Shard { index, count }.file_name())
+        .collect();
+    if !missing.is_empty() {
+        return Err(HarnessError::Invalid(format!(
+            "merge: shards missing: {} (run them with --shard I/{count})",
+            missing.join(", ")
+        )));
+    }
+    let n = spec.policies.len();
+    let mut slots: Vec<Option<Run>> = (0..plan.units.len() * n).map(|_| None).collect();
+    for record in shards.into_iter().flat_map(|s| s.runs) {
+        let p = spec.policies.iter().position(|x| *x == record.policy);
+        let slot = p.and_then(|p| slots.get_mut(record.unit * n + p));
+        match slot {
+            Some(slot @ None) => *slot = Some(record.into()),
+            _ => {
+                return Err(HarnessError::Invalid(format!(
+                    "merge: a run of {} on unit {} is unexpected or repeated",
+                    record.policy, record.unit
+                )));
+            }
+        }
+    }
+    let runs = slots
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.ok_or_else(|| {
+                HarnessError::Invalid(format!(
+                    "merge: no run of {} on unit {}",
+                    spec.policies[i % n],
+                    i / n
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(assemble(trace, &cluster, spec, plan, runs, started))
+}
+
+/// What a comparison runs: its units and simulation config, checked.
+struct Plan {
+    baseline: String,
+    base_idx: usize,
+    cfg: SimConfig,
+    windows: usize,
+    units: Vec<Unit>,
+}
+
+fn plan(trace: &Trace, spec: &CompareSpec, build: &BuildPolicy<'_>) -> Result<Plan, HarnessError> {
     if spec.policies.is_empty() {
         return Err(HarnessError::Invalid(
             "policies: give at least one policy".into(),
@@ -356,7 +557,6 @@ pub fn compare(
     for p in &spec.policies {
         build(p, &options_with_table(trace, 0, spec)?)?;
     }
-    let loads = spec.loads.clone();
     let mut cfg = SimConfig {
         skip_unplaceable: true,
         timeline_interval_s: 600.0,
@@ -385,7 +585,7 @@ pub fn compare(
     };
     let mut units = Vec::new();
     for (w, (from_s, to_s)) in windows.iter().enumerate() {
-        for load in &loads {
+        for load in &spec.loads {
             for seed in 0..spec.seeds.max(1) {
                 units.push(Unit {
                     window: w,
@@ -397,13 +597,36 @@ pub fn compare(
             }
         }
     }
-    let jobs: Vec<(usize, usize)> = (0..units.len())
-        .flat_map(|u| (0..spec.policies.len()).map(move |p| (u, p)))
-        .collect();
-    let threads = spec
-        .threads
+    Ok(Plan {
+        baseline,
+        base_idx,
+        cfg,
+        windows: windows.len(),
+        units,
+    })
+}
+
+/// The worker threads for `jobs` runs.
+fn threads_for(spec: &CompareSpec, jobs: usize) -> usize {
+    spec.threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, jobs.len().max(1));
+        .clamp(1, jobs.max(1))
+}
+
+/// Every policy on each of `units` (indices into the plan's), unit-major.
+fn run_units(
+    trace: &Trace,
+    cluster: &Arc<ClusterSpec>,
+    spec: &CompareSpec,
+    build: &BuildPolicy<'_>,
+    plan: &Plan,
+    units: &[usize],
+) -> Result<Vec<Run>, HarnessError> {
+    let jobs: Vec<(usize, usize)> = units
+        .iter()
+        .flat_map(|&u| (0..spec.policies.len()).map(move |p| (u, p)))
+        .collect();
+    let threads = threads_for(spec, jobs.len());
     let next = AtomicUsize::new(0);
     let results: Vec<Result<Run, HarnessError>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
@@ -415,7 +638,15 @@ pub fn compare(
                         let Some((u, p)) = jobs.get(i) else { break };
                         done.push((
                             i,
-                            run_one(trace, &cluster, &units, (*u, *p), spec, &cfg, build),
+                            run_one(
+                                trace,
+                                cluster,
+                                &plan.units,
+                                (*u, *p),
+                                spec,
+                                &plan.cfg,
+                                build,
+                            ),
                         ));
                     }
                     done
@@ -429,8 +660,26 @@ pub fn compare(
         all.sort_by_key(|(i, _)| *i);
         all.into_iter().map(|(_, r)| r).collect()
     });
-    let runs: Vec<Run> = results.into_iter().collect::<Result<_, _>>()?;
-    let metrics = metric_reports(&runs, &spec.policies, base_idx, units.len(), spec.resamples);
+    results.into_iter().collect()
+}
+
+/// The comparison of all the plan's `runs` (unit-major, then policy).
+fn assemble(
+    trace: &Trace,
+    cluster: &ClusterSpec,
+    spec: &CompareSpec,
+    plan: Plan,
+    runs: Vec<Run>,
+    started: Instant,
+) -> Comparison {
+    let units = plan.units;
+    let metrics = metric_reports(
+        &runs,
+        &spec.policies,
+        plan.base_idx,
+        units.len(),
+        spec.resamples,
+    );
     let verdict = verdict(&runs, &spec.policies, units.len(), spec.resamples);
     let captured_gap = captured_gap(&runs, &spec.policies, units.len(), spec.resamples);
     let setup = Setup {
@@ -440,28 +689,28 @@ pub fn compare(
         cluster: cluster.name.clone(),
         cluster_desc: cluster.describe(),
         policies: spec.policies.clone(),
-        baseline,
+        baseline: plan.baseline,
         units: units.len(),
-        windows: windows.len(),
+        windows: plan.windows,
         window_jobs: if spec.windows == 0 {
             trace.len()
         } else {
             spec.window_jobs
         },
-        loads,
+        loads: spec.loads.clone(),
         seeds: spec.seeds.max(1),
         runs: runs.len(),
-        threads,
+        threads: threads_for(spec, runs.len()),
         wall_s: started.elapsed().as_secs_f64(),
         verdict,
         captured_gap,
     };
-    Ok(Comparison {
+    Comparison {
         setup,
         units,
         runs,
         metrics,
-    })
+    }
 }
 
 impl Comparison {

@@ -53,7 +53,7 @@ impl JobRecord {
 }
 
 /// One sample of the cluster over time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimelineRow {
     pub time_s: f64,
     pub allocated_gpus: f64,

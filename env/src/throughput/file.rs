@@ -1,6 +1,7 @@
 //! The throughput table file, version 1: CSV, one rate a row. Reading checks every rule of
 //! [`super::TableBuilder`] and names the file, the line and the field at fault; writing a table
-//! and reading it back gives an equal table. Described with examples in `docs/heterogeneity.md`.
+//! and reading it back gives an equal table. Described with examples in
+//! `docs/throughput-tables.md`.
 //!
 //! ```text
 //! #lachesis-throughput v1

@@ -1,7 +1,7 @@
 //! Measured training throughput: how fast a job of a given workload type (the model it trains)
 //! runs on each GPU model, GPU count and placement, and how fast two jobs run when they share one
 //! GPU. Owns the table ([`ThroughputTable`]), its file format ([`mod@file`], see
-//! `docs/heterogeneity.md`), the presets built from published measurements ([`gavel`], [`sia`])
+//! `docs/throughput-tables.md`), the presets built from published measurements ([`gavel`], [`sia`])
 //! the rules that give workload types to traces that lack them ([`assign`]), and the rule that
 //! gives them elastic GPU ranges ([`ranges`]).
 //!
