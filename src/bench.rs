@@ -451,7 +451,8 @@ pub fn read_speed(files: &[PathBuf], repeats: usize) -> Result<()> {
 
 /// `lachesis bench select`: a comparison, then the selector's cost against the budget.
 fn select_cost(args: &crate::compare::Args) -> Result<()> {
-    let c = crate::compare::run_comparison(args)?;
+    let c = crate::compare::run_comparison(args)?
+        .ok_or_else(|| anyhow::anyhow!("--shard: bench select measures a whole comparison"))?;
     let lines = crate::compare::selector_lines(&c);
     anyhow::ensure!(
         !lines.is_empty(),

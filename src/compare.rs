@@ -201,8 +201,9 @@ pub fn selector_lines(c: &harness::Comparison) -> Vec<String> {
         .collect()
 }
 
-/// `run`, returning the comparison (for `lachesis bench select`).
-pub fn run_comparison(args: &Args) -> Result<harness::Comparison> {
+/// `run`, returning the comparison (for `lachesis bench select`); `None` for a `--shard` run,
+/// which writes its runs only.
+pub fn run_comparison(args: &Args) -> Result<Option<harness::Comparison>> {
     let started = Instant::now();
     check_policy_names("--policies", &args.policies)?;
     let mut trace = crate::simulate::trace_source(
@@ -292,7 +293,7 @@ pub fn run_comparison(args: &Args) -> Result<harness::Comparison> {
             started.elapsed().as_secs_f64(),
             path.display()
         );
-        return Ok(());
+        return Ok(None);
     }
     let mut comparison = if args.merge || args.slurm.tasks.is_some() {
         harness::merge(
@@ -324,7 +325,7 @@ pub fn run_comparison(args: &Args) -> Result<harness::Comparison> {
         outln!("{line}");
     }
     outln!("report: {}", args.out.join("report.md").display());
-    Ok(comparison)
+    Ok(Some(comparison))
 }
 
 /// The command line for the report, without `--shard I/N`, `--merge` and `--slurm*`: the

@@ -934,6 +934,7 @@ fn select_runs_in_simulate_and_compare_and_says_what_it_followed() {
         cfg.to_str().unwrap(),
     ]);
     assert_mentions(&err, &["select.hysteresis"]);
+}
 
 #[test]
 fn generate_gavel_is_a_trace_source_for_simulate_and_compare() {
