@@ -360,10 +360,18 @@ pub fn policy_catalog() -> Vec<PolicyInfo> {
         name: n,
         summary: s,
     });
+    let select = std::iter::once(PolicyInfo {
+        part: "policy",
+        name: "select",
+        summary: "follows, epoch by epoch, whichever candidate policy does best rolled forward \
+                  over sampled futures (select:A+B+... names them; default: the library's \
+                  sjf, fifo, LAS and Gittins families; docs/select.md)",
+    });
     orderings
         .chain(placements)
         .chain(modifiers)
         .chain(whole)
+        .chain(select)
         .collect()
 }
 
