@@ -4,6 +4,7 @@ use anyhow::{Context, Result, bail};
 use lachesis_agent::harness::{ensure_timed, load_trace, parse_format, resolve_cluster};
 use lachesis_env::job::Trace;
 use lachesis_env::sim::parse_window;
+use lachesis_env::trace::gavel_jobs::{GavelWorkload, gavel_workload};
 use lachesis_env::trace::split::{random_windows, split_by_time};
 use lachesis_env::trace::{TraceStats, WorkloadModel, read_trace, write_normalized};
 use std::fs;
@@ -74,6 +75,16 @@ pub enum Command {
         #[arg(short = 'o', long)]
         out: PathBuf,
     },
+    /// Write a generated workload as a trace file, for anything that takes `--trace`:
+    /// `gavel:RATE:JOBS[:SEED][:multi]`, Gavel's generator (as `simulate --generate`).
+    Generate {
+        /// The generator and its parameters, e.g. gavel:5.6:3000:1.
+        #[arg(value_name = "gavel:RATE:JOBS[:SEED][:multi]")]
+        spec: String,
+        /// Output file (normalized CSV, with the workload column).
+        #[arg(short = 'o', long)]
+        out: PathBuf,
+    },
     /// Time-ordered train / validation / test sets (no overlap), and random training windows.
     Split {
         path: PathBuf,
@@ -138,6 +149,17 @@ pub fn run(cmd: &Command) -> Result<()> {
             for (reason, n) in &r.dropped {
                 outln!("  dropped {reason}: {n}");
             }
+        }
+        Command::Generate { spec, out } => {
+            let workload = GavelWorkload::parse(spec).context("trace generate")?;
+            let trace = gavel_workload(&workload).context("trace generate")?;
+            write_trace(&trace, out)?;
+            outln!(
+                "{}: {} jobs written to {}",
+                trace.name,
+                trace.len(),
+                out.display()
+            );
         }
         Command::Sample {
             path,

@@ -991,6 +991,30 @@ fn generate_gavel_is_a_trace_source_for_simulate_and_compare() {
     let err = fails(&["simulate", "--cluster", "gavel"]);
     assert_mentions(&err, &["--trace"]);
 
+    // Written out by `trace generate`, the same jobs replay from the file.
+    let dir = TempDir::new("trace-generate");
+    let file = dir.path().join("gavel.csv");
+    let file = file.to_str().unwrap();
+    let printed = stdout_of(&["trace", "generate", "gavel:5.6:40:3", "-o", file]);
+    assert!(printed.contains("40 jobs written"), "{printed}");
+    let replayed = stdout_json(&[
+        "simulate",
+        "--trace",
+        file,
+        "--cluster",
+        "gavel",
+        "--throughputs",
+        "gavel",
+        "--policy",
+        "fifo/fastest",
+        "--json",
+    ]);
+    assert_eq!(count(&replayed, "finished"), 40);
+    let rel = num(&replayed, "avg_jct_s") / num(&s, "avg_jct_s") - 1.0;
+    assert!(rel.abs() < 1e-6, "{rel}");
+    let err = fails(&["trace", "generate", "gavel:4", "-o", file]);
+    assert_mentions(&err, &["trace generate", "no JOBS"]);
+
     let out = TempDir::new("compare-generate");
     let printed = stdout_of(&[
         "compare",

@@ -2,9 +2,11 @@
 //! Scheduling Policies for Deep Learning Workloads", OSDI'20, §4; `scheduler/policies/` of
 //! `stanford-futuredata/gavel` @ [`crate::throughput::gavel::COMMIT`]): pure functions from
 //! jobs' throughput rows, scale factors, GPU capacities and weights to an allocation
-//! `X[m][j]`, the fraction of wall time job `m` should spend on GPU type `j`. Owns the LP
-//! building and solving (Clarabel, interior point); knows nothing of clusters, traces or
-//! policies (`policy::gavel` turns allocations into rounds).
+//! `X[m][j]`, the fraction of wall time job `m` should spend on GPU type `j`: max-min fairness
+//! (aware and agnostic), max-sum throughput, and the oracles' least makespan and finish-time
+//! fairness (which need remaining work), each exact or, for the first two, partitioned with
+//! POP ([`Pop`]). Owns the LP building and solving (Clarabel, interior point); knows nothing
+//! of clusters, traces or policies (`policy::gavel` turns allocations into rounds).
 //!
 //! Every allocation is feasible (Gavel's `get_base_constraints`):
 //! - `0 <= X[m][j] <= 1`, and `X[m][j] = 0` where job `m` cannot run on type `j` (throughput
