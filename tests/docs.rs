@@ -344,6 +344,12 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
         "a deployed service's decision log",
     ),
     (
+        "docs/heterogeneity.md",
+        "simulate --generate gavel:4.0:7000:1",
+        "7,000 jobs under Gavel's rounds, twice: half a minute each in a release build \
+         (docs/perf/gavel.md has the figures)",
+    ),
+    (
         "docs/sweeps.md",
         "compare --trace traces/itp/cluster10.csv --windows 24 --slurm",
         "a Slurm cluster (tests/slurm.rs runs an array on a test cluster)",

@@ -62,17 +62,18 @@ pub struct GavelConfig {
     pub pop_k: usize,
     /// Serve the GPU models in a random order at each round for `gavel-maxmin-agnostic`, as
     /// Gavel does for its heterogeneity-agnostic policies (`_schedule_jobs_on_workers`
-    /// shuffles the worker types unless the policy is a `Perf` or `Packing` one). Off: the
-    /// fastest model first for every policy, which lets the agnostic policy see speeds.
+    /// shuffles the worker types unless the policy is a `Perf` or `Packing` one). On by
+    /// default; off: the fastest model first for every policy, which lets the agnostic
+    /// policy see speeds.
     pub shuffle_agnostic: bool,
     /// At a round, GPUs left once the allocated jobs are served go to jobs with no
     /// allocation on that model but a rate there, lowest priority last, as Gavel's
-    /// `_schedule_jobs_on_workers_helper` does (work-conserving). Off: a model only runs
-    /// jobs the allocation gives time on it.
+    /// `_schedule_jobs_on_workers_helper` does (work-conserving). On by default; off: a
+    /// model only runs jobs the allocation gives time on it.
     pub fill_unallocated: bool,
     /// Hold a round every `round_s` while jobs run, even with nobody waiting, as Gavel's
-    /// simulator does (it may move running jobs between models). Off: rounds only while jobs
-    /// wait (the simulator asks no policy otherwise).
+    /// simulator does (it may move running jobs between models). On by default; off: rounds
+    /// only while jobs wait (the simulator asks no policy otherwise).
     pub rounds_without_queue: bool,
 }
 
@@ -82,9 +83,9 @@ impl Default for GavelConfig {
             round_s: super::modifier::GAVEL_ROUND_S,
             reset_s: GAVEL_RESET_S,
             pop_k: 1,
-            shuffle_agnostic: false,
-            fill_unallocated: false,
-            rounds_without_queue: false,
+            shuffle_agnostic: true,
+            fill_unallocated: true,
+            rounds_without_queue: true,
         }
     }
 }

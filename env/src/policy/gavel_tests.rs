@@ -268,6 +268,7 @@ fn the_agnostic_policy_sees_no_speed_when_models_are_shuffled() {
     // where the draw puts it, about half the rounds on the K80.
     let every_round = GavelConfig {
         rounds_without_queue: true,
+        shuffle_agnostic: false,
         ..GavelConfig::default()
     };
     let fastest = lone_agnostic_k80_share(&every_round);
