@@ -11,6 +11,10 @@
 //! run, the sum of JCTs). It switches from the policy it follows only to one whose mean is
 //! lower by more than `hysteresis` of the followed one's and by more than the paired
 //! differences' standard error (noise does not make it switch). Between epochs it follows.
+//! Where every candidate does exactly the same on the first future (nobody waits whom they
+//! would treat differently), the other futures are not rolled; while the followed policy
+//! stays within the hysteresis of the best, choices come less often (up to `MAX_BACKOFF`
+//! epochs apart).
 //!
 //! The futures never read the truth: a waiting or running job's total run time is drawn from
 //! the censored (Kaplan-Meier) estimate of finished jobs' run times given the service it has
@@ -132,6 +136,8 @@ pub struct SelectionLog {
     pub rollouts: u64,
     /// Simulator events the rollouts processed.
     pub rollout_events: u64,
+    /// Choices cut short because every candidate did exactly the same on the first future.
+    pub tied_epochs: u64,
     /// Wall seconds spent choosing (sampling and rollouts): reported, never decided on.
     pub wall_s: f64,
 }
@@ -426,11 +432,19 @@ impl Select {
                     }
                 }
             }
+            // Every candidate did exactly the same on this future: from this state they act
+            // alike (nothing waits that one would order or place otherwise), and the other
+            // futures would most likely say so again; they are not rolled.
+            let tie = got.iter().all(|g| g.is_some() && *g == got[0]);
             for (s, g) in scores.iter_mut().zip(got) {
                 match (s.as_mut(), g) {
                     (Some(v), Some(g)) => v.push(g),
                     _ => *s = None,
                 }
+            }
+            if tie {
+                self.log.tied_epochs += 1;
+                break;
             }
         }
         let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
