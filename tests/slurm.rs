@@ -644,6 +644,32 @@ fn constrained_jobs_and_gangs_run_where_the_service_chose() {
     assert!(!logs.contains("placement refused"), "{logs}");
 }
 
+/// Two one-GPU nodes in partition `batch`, running what is submitted (for `compare --slurm`).
+fn batch_spec() -> TestbedSpec {
+    TestbedSpec {
+        groups: vec![NodeGroup::gpu("cn", 2, "a100", 1)],
+        partitions: vec!["batch".into()],
+        hold_on_submit: false,
+    }
+}
+
+/// `lachesis ARGS` in the repository, aimed at `bed`'s cluster; it must succeed: its stdout.
+fn lachesis_on(bed: &Testbed, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args(args)
+        .env("SLURM_CONF", bed.conf())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "lachesis {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 /// `lachesis compare --slurm 3`: the comparison as a job array of 3 tasks on a cluster of two
 /// nodes (at most 2 at once), waited for and merged into exactly the report one run writes on
 /// this machine: the same comparison.json (wall time aside, the command line up to its
@@ -651,43 +677,34 @@ fn constrained_jobs_and_gangs_run_where_the_service_chose() {
 #[test]
 fn a_comparison_as_a_job_array_writes_the_report_one_run_writes() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let spec = TestbedSpec {
-        groups: vec![NodeGroup::gpu("cn", 2, "a100", 1)],
-        partitions: vec!["batch".into()],
-        hold_on_submit: false,
-    };
-    let Some(bed) = testbed(&spec) else {
+    let Some(bed) = testbed(&batch_spec()) else {
         return;
     };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = bed.dir().join("compare");
     let run = |name: &str, extra: &[&str]| {
         let dir = out.join(name);
-        let output = Command::new(env!("CARGO_BIN_EXE_lachesis"))
-            .args([
-                "compare",
-                "--trace",
-                "traces/itp/cluster10.csv",
-                "--cluster",
-                "2x8:V100",
-            ])
-            .args([
-                "--policies",
-                "fifo/best-fit,sjf/best-fit,fifo/best-fit/easy",
-            ])
-            .args(["--windows", "3", "--window-jobs", "80", "--load", "0.9,1.1"])
-            .args(["--resamples", "300", "--out", dir.to_str().unwrap()])
-            .args(extra)
-            .env("SLURM_CONF", bed.conf())
-            .current_dir(root)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "compare {extra:?}: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let mut args = vec![
+            "compare",
+            "--trace",
+            "traces/itp/cluster10.csv",
+            "--cluster",
+            "2x8:V100",
+            "--policies",
+            "fifo/best-fit,sjf/best-fit,fifo/best-fit/easy",
+            "--windows",
+            "3",
+            "--window-jobs",
+            "80",
+            "--load",
+            "0.9,1.1",
+            "--resamples",
+            "300",
+            "--out",
+        ];
+        let path = dir.to_str().unwrap().to_string();
+        args.push(&path);
+        args.extend(extra);
+        let stdout = lachesis_on(&bed, &args);
         (dir, stdout)
     };
     let (one, _) = run("one", &[]);
@@ -732,37 +749,21 @@ fn a_comparison_as_a_job_array_writes_the_report_one_run_writes() {
 #[test]
 fn a_model_cards_comparison_as_a_job_array_is_the_local_one() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let spec = TestbedSpec {
-        groups: vec![NodeGroup::gpu("cn", 2, "a100", 1)],
-        partitions: vec!["batch".into()],
-        hold_on_submit: false,
-    };
-    let Some(bed) = testbed(&spec) else {
+    let Some(bed) = testbed(&batch_spec()) else {
         return;
     };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = bed.dir().join("card");
     let train = |out: &Path, extra: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_lachesis"))
-            .args([
-                "train",
-                "--config",
-                "docs/examples/train-small.toml",
-                "--quiet",
-            ])
-            .args(["--out", out.to_str().unwrap()])
-            .args(extra)
-            .env("SLURM_CONF", bed.conf())
-            .current_dir(root)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "train {extra:?}: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        let path = out.to_str().unwrap().to_string();
+        let mut args = vec![
+            "train",
+            "--config",
+            "docs/examples/train-small.toml",
+            "--quiet",
+        ];
+        args.extend(["--out", &path]);
+        args.extend(extra);
+        lachesis_on(&bed, &args)
     };
     let model = dir.join("model");
     train(&model, &["--no-card"]);

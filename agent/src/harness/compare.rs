@@ -276,25 +276,20 @@ pub struct Unit {
     pub seed: u64,
 }
 
-/// What one run leaves for the report.
-#[derive(Debug, Clone, Serialize)]
+/// What one run leaves for the report (whole in a shard's file, `ShardRuns`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     pub policy: String,
     pub unit: usize,
     pub summary: Summary,
     /// JCT of every measured finished job, seconds.
-    #[serde(skip)]
     pub jcts: Vec<f64>,
     /// Their waits, seconds.
-    #[serde(skip)]
     pub waits: Vec<f64>,
     /// GPU-seconds served per tenant (measured jobs, first start to finish).
-    #[serde(skip)]
     pub tenant_gpu_s: std::collections::BTreeMap<String, f64>,
     /// The longest wait of each tenant's measured finished jobs, seconds.
-    #[serde(skip)]
     pub tenant_max_wait_s: std::collections::BTreeMap<String, f64>,
-    #[serde(skip)]
     pub timeline: Vec<TimelineRow>,
 }
 
@@ -367,50 +362,7 @@ pub struct ShardRuns {
     /// The comparison's policies and unit count, which every shard of it must share.
     pub policies: Vec<String>,
     pub units: usize,
-    pub runs: Vec<RunRecord>,
-}
-
-/// A [`Run`] with every field, for a shard's file.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct RunRecord {
-    pub policy: String,
-    pub unit: usize,
-    pub summary: Summary,
-    pub jcts: Vec<f64>,
-    pub waits: Vec<f64>,
-    pub tenant_gpu_s: std::collections::BTreeMap<String, f64>,
-    pub tenant_max_wait_s: std::collections::BTreeMap<String, f64>,
-    pub timeline: Vec<TimelineRow>,
-}
-
-impl From<Run> for RunRecord {
-    fn from(r: Run) -> Self {
-        RunRecord {
-            policy: r.policy,
-            unit: r.unit,
-            summary: r.summary,
-            jcts: r.jcts,
-            waits: r.waits,
-            tenant_gpu_s: r.tenant_gpu_s,
-            tenant_max_wait_s: r.tenant_max_wait_s,
-            timeline: r.timeline,
-        }
-    }
-}
-
-impl From<RunRecord> for Run {
-    fn from(r: RunRecord) -> Self {
-        Run {
-            policy: r.policy,
-            unit: r.unit,
-            summary: r.summary,
-            jcts: r.jcts,
-            waits: r.waits,
-            tenant_gpu_s: r.tenant_gpu_s,
-            tenant_max_wait_s: r.tenant_max_wait_s,
-            timeline: r.timeline,
-        }
-    }
+    pub runs: Vec<Run>,
 }
 
 /// Runs `shard`'s part of the comparison `compare` would run.
@@ -430,7 +382,7 @@ pub fn compare_shard(
         shard,
         policies: spec.policies.clone(),
         units: plan.units.len(),
-        runs: runs.into_iter().map(RunRecord::from).collect(),
+        runs,
     })
 }
 
@@ -490,7 +442,7 @@ pub fn merge(
         let p = spec.policies.iter().position(|x| *x == record.policy);
         let slot = p.and_then(|p| slots.get_mut(record.unit * n + p));
         match slot {
-            Some(slot @ None) => *slot = Some(record.into()),
+            Some(slot @ None) => *slot = Some(record),
             _ => {
                 return Err(HarnessError::Invalid(format!(
                     "merge: a run of {} on unit {} is unexpected or repeated",
