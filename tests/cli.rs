@@ -840,19 +840,22 @@ fn select_runs_in_simulate_and_compare_and_says_what_it_followed() {
         "[select]\nepoch_s = 3600.0\nhorizon_s = 7200.0\nfutures = 2\nmin_history = 5\n",
     )
     .unwrap();
-    let printed = stdout_of(&[
-        "simulate",
-        "--trace",
-        ITP,
-        "--cluster",
-        "2x8:V100",
-        "--policy",
-        "select:sjf/best-fit+fifo/best-fit+tiresias/best-fit/las-preempt",
-        "--policy-config",
-        cfg.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let simulate = |dir: &Path| {
+        stdout_of(&[
+            "simulate",
+            "--trace",
+            ITP,
+            "--cluster",
+            "2x8:V100",
+            "--policy",
+            "select:sjf/best-fit+fifo/best-fit+tiresias/best-fit/las-preempt",
+            "--policy-config",
+            cfg.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+    };
+    let printed = simulate(&out);
     assert!(printed.contains("selector: followed "), "{printed}");
     let log: Value =
         serde_json::from_str(&fs::read_to_string(out.join("selection.json")).unwrap()).unwrap();
@@ -872,19 +875,7 @@ fn select_runs_in_simulate_and_compare_and_says_what_it_followed() {
     );
     // The same run twice: the same choices (it never reads the wall clock to decide).
     let again = tmp.path().join("again");
-    stdout_of(&[
-        "simulate",
-        "--trace",
-        ITP,
-        "--cluster",
-        "2x8:V100",
-        "--policy",
-        "select:sjf/best-fit+fifo/best-fit+tiresias/best-fit/las-preempt",
-        "--policy-config",
-        cfg.to_str().unwrap(),
-        "--out",
-        again.to_str().unwrap(),
-    ]);
+    simulate(&again);
     let log2: Value =
         serde_json::from_str(&fs::read_to_string(again.join("selection.json")).unwrap()).unwrap();
     assert_eq!(log["choices"], log2["choices"]);

@@ -8,31 +8,17 @@ use super::HarnessError;
 use crate::{Deciding, LearnedPolicy};
 use lachesis_env::job::Trace;
 use lachesis_env::policy::{
-    Policy, PolicyBuilder, PolicyConfig, PolicyError, PolicyOptions, Select, build_policy_with,
+    Policy, PolicyConfig, PolicyError, PolicyOptions, Select, build_policy_with, build_select,
 };
 use lachesis_env::units::SimTime;
 use std::path::Path;
-use std::sync::Arc;
 
 /// Builds `name`: `rl:PATH` and `rl-batched:PATH` load the model directory at PATH, anything
 /// else goes to the heuristic registry.
 pub fn build(name: &str, options: &PolicyOptions) -> Result<Box<dyn Policy>, PolicyError> {
     if let Some(candidates) = Select::parse_name(name) {
-        // Candidates built here too, so that `rl:PATH` can be one; never with an oracle's
-        // knowledge.
-        let inner = PolicyOptions {
-            oracle_durations: None,
-            ..options.clone()
-        };
-        let build: PolicyBuilder = Arc::new(move |n: &str| self::build(n, &inner));
-        let cfg = options.select.clone();
-        return Ok(Box::new(Select::new(
-            name,
-            candidates,
-            cfg,
-            options.seed,
-            build,
-        )?));
+        // Candidates built here too, so that `rl:PATH` can be one.
+        return build_select(name, candidates, options, build);
     }
     match Deciding::parse(name) {
         Some((deciding, path)) => LearnedPolicy::load(Path::new(path), name.trim())

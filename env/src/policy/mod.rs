@@ -34,12 +34,12 @@ pub use modifier::{
 };
 pub use planner::{PlanMark, Planner};
 pub use registry::{
-    PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, policy_catalog,
-    reads_throughputs,
+    PolicyConfig, PolicyInfo, PolicyOptions, build_policy, build_policy_with, build_select,
+    policy_catalog, reads_throughputs,
 };
 pub use select::{
     ARRIVAL_HISTORY_JOBS, Choice, PolicyBuilder, Select, SelectConfig, SelectionLog,
-    sample_arrivals,
+    sample_arrivals, sample_durations,
 };
 pub use starvation::{Reservations, StarvationBound, StarvationGuard};
 pub use view::ThroughputView;

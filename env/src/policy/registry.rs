@@ -468,6 +468,33 @@ pub fn reads_throughputs(name: &str) -> Result<bool, PolicyError> {
     Ok(modifiers.iter().any(|m| TABLE_MODIFIERS.contains(&m.0)))
 }
 
+/// Builds a policy by name with options: the registry's `build_policy_with`, or a harness's
+/// that also knows learned policies.
+pub type NamedBuild = fn(&str, &PolicyOptions) -> Result<Box<dyn Policy>, PolicyError>;
+
+/// The selector `name` over `candidates` (`Select::parse_name`), each built by `build` with
+/// `options` less the true durations (no candidate knows what an oracle does).
+pub fn build_select(
+    name: &str,
+    candidates: Vec<String>,
+    options: &PolicyOptions,
+    build: NamedBuild,
+) -> Result<Box<dyn Policy>, PolicyError> {
+    let inner = PolicyOptions {
+        oracle_durations: None,
+        ..options.clone()
+    };
+    let builder: PolicyBuilder = Arc::new(move |n: &str| build(n, &inner));
+    let cfg = options.select.clone();
+    Ok(Box::new(Select::new(
+        name,
+        candidates,
+        cfg,
+        options.seed,
+        builder,
+    )?))
+}
+
 /// Builds the policy `name` with `options` (an `oracle` ordering needs true durations).
 pub fn build_policy_with(
     name: &str,
@@ -478,20 +505,7 @@ pub fn build_policy_with(
         hint,
     };
     if let Some(candidates) = Select::parse_name(name) {
-        // Candidates from the heuristic registry, with no oracle's knowledge.
-        let inner = PolicyOptions {
-            oracle_durations: None,
-            ..options.clone()
-        };
-        let build: PolicyBuilder = Arc::new(move |n: &str| build_policy_with(n, &inner));
-        let cfg = options.select.clone();
-        return Ok(Box::new(Select::new(
-            name,
-            candidates,
-            cfg,
-            options.seed,
-            build,
-        )?));
+        return build_select(name, candidates, options, build_policy_with);
     }
     if let Some(entry) = WHOLE.iter().find(|e| e.0 == name.trim()) {
         return (entry.2)(entry.0, options).map_err(&unknown);

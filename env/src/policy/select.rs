@@ -171,6 +171,33 @@ impl SelectionLog {
     }
 }
 
+/// Total run times for a sampled future of the `arrived` jobs (ids `0..arrived`) at `ctx`: a
+/// finished job's observed run time, a draw of `model` given its attained service for a
+/// waiting or running one (more than that), 0 for a skipped one.
+pub fn sample_durations(
+    ctx: &DecisionContext<'_>,
+    arrived: usize,
+    model: &dyn DurationModel,
+    rng: &mut StdRng,
+) -> Vec<SimTime> {
+    (0..arrived)
+        .map(|i| {
+            let id = JobId(i as u32);
+            let rt = ctx.runtime(id);
+            match rt.state {
+                JobState::Finished => SimTime(rt.attained_ms),
+                JobState::Rejected | JobState::NotArrived => SimTime::ZERO,
+                JobState::Pending | JobState::Running => {
+                    let attained = ctx.attained_ms(id);
+                    model
+                        .total(ctx.job(id), attained, rng)
+                        .max(SimTime(attained.saturating_add(1)))
+                }
+            }
+        })
+        .collect()
+}
+
 /// Arrivals for a sampled future from `ctx` on, over `horizon_s`: a Poisson process at the
 /// rate of the latest `history_jobs` of the `arrived` jobs (skipped ones aside), counted over
 /// at least the horizon (a burst just seen is not a rate to hold for hours: a future holds
@@ -375,22 +402,7 @@ impl Select {
     /// A future drawn from what a scheduler knows at `ctx` (see the module docs).
     fn sample_future(&mut self, ctx: &DecisionContext<'_>, arrived: usize) -> Future {
         let rng = &mut self.rng;
-        let durations: Vec<SimTime> = (0..arrived)
-            .map(|i| {
-                let id = JobId(i as u32);
-                let rt = ctx.runtime(id);
-                match rt.state {
-                    JobState::Finished => SimTime(rt.attained_ms),
-                    JobState::Rejected | JobState::NotArrived => SimTime::ZERO,
-                    JobState::Pending | JobState::Running => {
-                        let attained = ctx.attained_ms(id);
-                        self.durations
-                            .total(ctx.job(id), attained, rng)
-                            .max(SimTime(attained.saturating_add(1)))
-                    }
-                }
-            })
-            .collect();
+        let durations = sample_durations(ctx, arrived, &self.durations, rng);
         let arrivals = sample_arrivals(
             ctx,
             arrived,

@@ -157,9 +157,9 @@ fn select_cfg() -> SelectConfig {
     }
 }
 
-/// Runs `select:` over the library's families on `t` until `until`; its log.
-fn select_until(t: &Trace, until: SimTime) -> crate::policy::SelectionLog {
-    let mut sel = Select::new(
+/// `select` over three of the library's families, as the poisoned-truth test runs it.
+fn library_select() -> Select {
+    Select::new(
         "select",
         vec![
             "fifo/best-fit".into(),
@@ -170,7 +170,12 @@ fn select_until(t: &Trace, until: SimTime) -> crate::policy::SelectionLog {
         7,
         library_builder(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Runs `library_select` on `t` until `until`: its log, and which jobs had finished by then.
+fn select_until(t: &Trace, until: SimTime) -> (crate::policy::SelectionLog, Vec<bool>) {
+    let mut sel = library_select();
     let cfg = SimConfig {
         tick_s: 600.0,
         ..SimConfig::default()
@@ -178,7 +183,13 @@ fn select_until(t: &Trace, until: SimTime) -> crate::policy::SelectionLog {
     let mut sim = Simulator::new(t, cluster(), &cfg).unwrap();
     run_until(&mut sim, &mut sel, until);
     sel.decide(&sim.context()).unwrap();
-    sel.log().clone()
+    let ctx = sim.context();
+    let done = t
+        .jobs()
+        .iter()
+        .map(|j| ctx.runtime(j.id).state == crate::policy::JobState::Finished)
+        .collect();
+    (sel.log().clone(), done)
 }
 
 #[test]
@@ -186,31 +197,7 @@ fn futures_never_read_true_durations_or_jobs_yet_to_arrive() {
     let t = trace(240);
     let at = SimTime::from_secs(24 * 3600);
     // Which jobs are done by `at` in the run the selector drives.
-    let done: Vec<bool> = {
-        let mut sel = Select::new(
-            "select",
-            vec![
-                "fifo/best-fit".into(),
-                "sjf/best-fit".into(),
-                "tiresias/best-fit/las-preempt".into(),
-            ],
-            select_cfg(),
-            7,
-            library_builder(),
-        )
-        .unwrap();
-        let cfg = SimConfig {
-            tick_s: 600.0,
-            ..SimConfig::default()
-        };
-        let mut sim = Simulator::new(&t, cluster(), &cfg).unwrap();
-        run_until(&mut sim, &mut sel, at);
-        let ctx = sim.context();
-        t.jobs()
-            .iter()
-            .map(|j| ctx.runtime(j.id).state == crate::policy::JobState::Finished)
-            .collect()
-    };
+    let (honest, done) = select_until(&t, at);
     // The poisoned world: every job not finished by then lasts 3x as long (so none of them
     // finishes sooner), and the jobs submitted later are other jobs, arriving at other times.
     let mut jobs = Vec::new();
@@ -237,8 +224,7 @@ fn futures_never_read_true_durations_or_jobs_yet_to_arrive() {
         durs.push(SimTime::from_secs(40_000));
     }
     let poisoned = Trace::new("select", jobs, durs, vec!["default".into()]).unwrap();
-    let honest = select_until(&t, at);
-    let other = select_until(&poisoned, at);
+    let (other, _) = select_until(&poisoned, at);
     // The selector chose something, on scores that differ between candidates.
     assert!(honest.choices.len() >= 3, "{honest:?}");
     assert!(honest.choices.iter().any(|c| {

@@ -5,7 +5,9 @@ use super::{EnvError, SchedEnv};
 use crate::gym::predicted::DurationModel;
 use crate::job::Trace;
 use crate::policy::lookahead::{Future, Lookahead};
-use crate::policy::{ARRIVAL_HISTORY_JOBS, DecisionContext, JobState, sample_arrivals};
+use crate::policy::{
+    ARRIVAL_HISTORY_JOBS, DecisionContext, JobState, sample_arrivals, sample_durations,
+};
 use crate::units::JobId;
 use crate::units::SimTime;
 use rand::rngs::StdRng;
@@ -70,22 +72,7 @@ impl<'t> SchedEnv<'t> {
         let sim = self.sim.as_ref().ok_or(EnvError::EpisodeOver)?;
         let ctx = sim.context();
         let arrived = Lookahead::arrived(sim);
-        let durations = (0..arrived)
-            .map(|i| {
-                let id = JobId(i as u32);
-                let rt = ctx.runtime(id);
-                match rt.state {
-                    JobState::Finished => SimTime(rt.attained_ms),
-                    JobState::Rejected | JobState::NotArrived => SimTime::ZERO,
-                    JobState::Pending | JobState::Running => {
-                        let attained = ctx.attained_ms(id);
-                        model
-                            .total(ctx.job(id), attained, rng)
-                            .max(SimTime(attained.saturating_add(1)))
-                    }
-                }
-            })
-            .collect();
+        let durations = sample_durations(&ctx, arrived, model, rng);
         let arrivals = sample_arrivals(&ctx, arrived, ARRIVAL_HISTORY_JOBS, horizon_s, model, rng);
         let future = Future {
             durations,
