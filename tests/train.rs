@@ -359,15 +359,14 @@ fn bad_configs_and_model_paths_are_named() {
     assert!(stderr.contains("no/such/model/manifest.json"), "{stderr}");
 }
 
-#[test]
-fn improvement_rounds_label_by_lookahead_and_are_recorded() {
-    let dir = scratch("improve");
-    let config = dir.join("train.toml");
-    let improve = "[improve]\nrounds = 2\nstates = 3\nsample_rate = 0.5\nfutures = 2\n\
-                   horizon_s = 3600.0\nmax_actions = 2\n";
-    fs::write(&config, format!("{CONFIG}{improve}")).expect("writable");
-    let model = dir.join("model");
-    let out = lachesis(&[
+/// `train --config CONFIG --out MODEL` without PPO and a one-window card, with `sets` as
+/// `--set` overrides; the manifest it writes.
+fn train_quick(
+    config: &std::path::Path,
+    model: &std::path::Path,
+    sets: &[&str],
+) -> serde_json::Value {
+    let mut args = vec![
         "train",
         "--config",
         config.to_str().expect("UTF-8"),
@@ -380,15 +379,29 @@ fn improvement_rounds_label_by_lookahead_and_are_recorded() {
         "--card-loads",
         "1.0",
         "--quiet",
-    ]);
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let out = lachesis(&args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let manifest: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(model.join("manifest.json")).expect("readable"))
-            .expect("JSON");
+    serde_json::from_str(&fs::read_to_string(model.join("manifest.json")).expect("readable"))
+        .expect("JSON")
+}
+
+#[test]
+fn improvement_rounds_label_by_lookahead_and_are_recorded() {
+    let dir = scratch("improve");
+    let config = dir.join("train.toml");
+    let improve = "[improve]\nrounds = 2\nstates = 3\nsample_rate = 0.5\nfutures = 2\n\
+                   horizon_s = 3600.0\nmax_actions = 2\n";
+    fs::write(&config, format!("{CONFIG}{improve}")).expect("writable");
+    let model = dir.join("model");
+    let manifest = train_quick(&config, &model, &[]);
     let improve = &manifest["training"]["improve"];
     assert!(
         improve["label_source"]
@@ -431,30 +444,8 @@ fn a_selector_teaches_behaviour_cloning() {
     fs::write(&config, CONFIG).expect("writable");
     let model = dir.join("model");
     let teacher = "select:sjf/best-fit+fifo/best-fit";
-    let out = lachesis(&[
-        "train",
-        "--config",
-        config.to_str().expect("UTF-8"),
-        "--out",
-        model.to_str().expect("UTF-8"),
-        "--set",
-        &format!("bc.teacher=\"{teacher}\""),
-        "--set",
-        "ppo.total_steps=0",
-        "--card-windows",
-        "1",
-        "--card-loads",
-        "1.0",
-        "--quiet",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let manifest: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(model.join("manifest.json")).expect("readable"))
-            .expect("JSON");
+    let set = format!("bc.teacher=\"{teacher}\"");
+    let manifest = train_quick(&config, &model, &[&set]);
     assert_eq!(manifest["training"]["teacher"], teacher);
 }
 
