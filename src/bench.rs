@@ -90,6 +90,9 @@ pub enum Command {
     /// the library's families, `select` and the model in --policies) and prints the wall time
     /// the selector spent choosing against the comparison's, with the 10% budget.
     Select(Box<crate::compare::Args>),
+    /// What lookahead pays: forks per second of a mid-run world, future traces per second,
+    /// rollout events per second (issue #43's 10,000 forks/s target).
+    Fork(crate::bench_fork::Args),
 }
 
 pub fn shared_dir(traces: &Option<PathBuf>) -> PathBuf {
@@ -143,6 +146,7 @@ pub fn run(cmd: &Command) -> Result<()> {
         Command::Decide(args) => crate::bench_decide::run(args),
         Command::Slurm(args) => crate::bench_slurm::run(args),
         Command::Select(args) => select_cost(args),
+        Command::Fork(args) => crate::bench_fork::run(args),
         Command::Lp(args) => crate::bench_lp::run(args),
     }
 }

@@ -31,6 +31,7 @@ mod bench;
 mod bench_decide;
 mod bench_env;
 mod bench_fgd;
+mod bench_fork;
 mod bench_infer;
 mod bench_lp;
 mod bench_serve;

@@ -1031,3 +1031,30 @@ fn generate_gavel_is_a_trace_source_for_simulate_and_compare() {
     let report = fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("gavel-workload (40 jobs"), "{report}");
 }
+
+#[test]
+fn bench_fork_measures_forks_and_rollouts_with_a_stable_checksum() {
+    let args = [
+        "bench",
+        "fork",
+        "--jobs",
+        "120",
+        "--nodes",
+        "6",
+        "--forks",
+        "4",
+        "--repeats",
+        "1",
+    ];
+    let first = stdout_of(&args);
+    for line in [
+        "forks/s (target 10000",
+        "traces/s",
+        "events/s (4 futures; checksum",
+    ] {
+        assert!(first.contains(line), "no `{line}` in:\n{first}");
+    }
+    let checksum = |s: &str| s.split("checksum ").nth(1).map(str::to_string);
+    assert_eq!(checksum(&first), checksum(&stdout_of(&args)));
+    assert!(fails(&["bench", "fork", "--jobs", "1"]).contains("--jobs"));
+}
