@@ -313,6 +313,7 @@ const RUN: &[&str] = &[
     "README.md",
     "docs/baselines.md",
     "docs/dashboard.md",
+    "docs/gavel.md",
     "docs/heterogeneity.md",
     "docs/serve.md",
     "docs/sweeps.md",
@@ -344,7 +345,7 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
         "a deployed service's decision log",
     ),
     (
-        "docs/heterogeneity.md",
+        "docs/gavel.md",
         "simulate --generate gavel:4.0:7000:1",
         "7,000 jobs under Gavel's rounds, twice: half a minute each in a release build \
          (docs/perf/gavel.md has the figures)",
