@@ -346,6 +346,11 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
     ),
     (
         "docs/gavel.md",
+        "compare --trace ../shared/",
+        "the full ITP trace, outside the repository",
+    ),
+    (
+        "docs/gavel.md",
         "simulate --generate gavel:4.0:7000:1",
         "7,000 jobs under Gavel's rounds, twice: half a minute each in a release build \
          (docs/perf/gavel.md has the figures)",
