@@ -136,6 +136,22 @@ class Client:
         """The model in force: status, version, schema, training data, routing, fallbacks."""
         return _dict(self._call(self._stub.ModelInfo, pb.ModelInfoRequest()))
 
+    def reload_model(self, admin_token: str, path: str = "") -> dict:
+        """Loads the model directory ``path`` on the service (empty: its configured one) and
+        serves it until the next restart or reload: ``{"ok": ..., "message": ..., "info":
+        {...}}``. ``admin_token`` is the service's admin token (``auth.admin_token_file``); a
+        directory that fails to load leaves the old model in force (``ok`` false, the message
+        says why)."""
+        try:
+            reply = self._stub.ReloadModel(
+                pb.ReloadModelRequest(path=path),
+                timeout=self._timeout_s,
+                metadata=[("authorization", f"Bearer {admin_token}")],
+            )
+        except grpc.RpcError as e:
+            raise ServiceError(e.code().name, e.details() or "") from None
+        return _dict(reply)
+
 
 class Session:
     """A session on the service: the service keeps the cluster as its last answer left it (that

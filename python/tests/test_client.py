@@ -112,3 +112,35 @@ def test_the_stubs_live_in_the_package_and_match_the_proto(tmp_path):
         assert (tmp_path / name).read_text() == (shipped / name).read_text(), (
             f"python/lachesis/_proto/{name} is stale: run bash python/gen_proto.sh"
         )
+
+
+def test_reload_model_needs_the_admin_token_and_keeps_the_old_model_on_a_bad_path(lachesis_bin):
+    import os
+
+    env = dict(os.environ, LACHESIS_ADMIN_TOKEN="admin-secret")
+    proc = subprocess.Popen(
+        [lachesis_bin, "serve", "--grpc", "127.0.0.1:0", "--http", ""],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("lachesis serve: gRPC on "), line
+        address = line.split()[4].rstrip(",;")
+        with Client(address) as c:
+            with pytest.raises(ServiceError) as refused:
+                c.reload_model("wrong-token", str(ROOT / "models" / "default"))
+            assert refused.value.code in ("UNAUTHENTICATED", "PERMISSION_DENIED"), refused.value
+            bad = c.reload_model("admin-secret", str(ROOT / "models" / "no-such-model"))
+            assert not bad.get("ok", False), bad
+            assert "no-such-model" in bad["message"], bad
+            good = c.reload_model("admin-secret", str(ROOT / "models" / "default"))
+            assert good["ok"], good
+            assert good["info"]["status"] in ("serving", "cold"), good
+            assert c.model_info()["status"] == good["info"]["status"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
