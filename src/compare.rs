@@ -174,13 +174,13 @@ pub fn run(args: &Args) -> Result<()> {
 pub fn selector_lines(c: &harness::Comparison) -> Vec<String> {
     let total_s = c.setup.wall_s;
     let runs_s: f64 = c.runs.iter().map(|r| r.summary.wall_s).sum();
-    let mut names: Vec<&str> = c
-        .runs
-        .iter()
-        .filter(|r| r.summary.select_wall_s.is_some())
-        .map(|r| r.policy.as_str())
-        .collect();
-    names.dedup();
+    // Each selector once, in the comparison's order (runs are unit-major).
+    let mut names: Vec<&str> = Vec::new();
+    for r in c.runs.iter().filter(|r| r.summary.select_wall_s.is_some()) {
+        if !names.contains(&r.policy.as_str()) {
+            names.push(r.policy.as_str());
+        }
+    }
     names
         .into_iter()
         .map(|name| {

@@ -888,18 +888,27 @@ fn select_runs_in_simulate_and_compare_and_says_what_it_followed() {
         "--cluster",
         "2x8:V100",
         "--windows",
-        "1",
+        "2",
         "--window-jobs",
         "120",
         "--policies",
-        "sjf/best-fit,fifo/best-fit,select",
+        "sjf/best-fit,fifo/best-fit,select,select:sjf/best-fit+fifo/best-fit",
         "--policy-config",
         cfg.to_str().unwrap(),
         "-q",
         "--out",
         cmp.to_str().unwrap(),
     ]);
-    assert!(printed.contains("select: choosing took "), "{printed}");
+    for line in [
+        "select: choosing took ",
+        "select:sjf/best-fit+fifo/best-fit: choosing took ",
+    ] {
+        assert_eq!(
+            printed.matches(line).count(),
+            1,
+            "one line per selector, whatever the units:\n{printed}"
+        );
+    }
     assert!(printed.contains("captured gap: select closes"), "{printed}");
 
     let err = fails(&[
