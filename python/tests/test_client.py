@@ -2,7 +2,9 @@
 LACHESIS_BIN, on free ports, with the shipped model): the same answer as `lachesis decide`,
 sessions, refusals naming the field, and stubs that match the .proto."""
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 
@@ -16,12 +18,13 @@ from lachesis.client import Client, ServiceError  # noqa: E402
 SNAPSHOT_FILE = ROOT / "docs" / "examples" / "snapshot.json"
 
 
-@pytest.fixture(scope="module")
-def service(lachesis_bin):
-    """The gRPC address of a service started for these tests."""
+@contextlib.contextmanager
+def _serve(lachesis_bin, env=None):
+    """A service started for a test (``env``: its environment); yields its gRPC address."""
     proc = subprocess.Popen(
         [lachesis_bin, "serve", "--grpc", "127.0.0.1:0", "--http", ""],
         cwd=ROOT,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -34,6 +37,13 @@ def service(lachesis_bin):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def service(lachesis_bin):
+    """The gRPC address of a service started for these tests."""
+    with _serve(lachesis_bin) as address:
+        yield address
 
 
 @pytest.fixture
@@ -115,32 +125,15 @@ def test_the_stubs_live_in_the_package_and_match_the_proto(tmp_path):
 
 
 def test_reload_model_needs_the_admin_token_and_keeps_the_old_model_on_a_bad_path(lachesis_bin):
-    import os
-
     env = dict(os.environ, LACHESIS_ADMIN_TOKEN="admin-secret")
-    proc = subprocess.Popen(
-        [lachesis_bin, "serve", "--grpc", "127.0.0.1:0", "--http", ""],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("lachesis serve: gRPC on "), line
-        address = line.split()[4].rstrip(",;")
-        with Client(address) as c:
-            with pytest.raises(ServiceError) as refused:
-                c.reload_model("wrong-token", str(ROOT / "models" / "default"))
-            assert refused.value.code in ("UNAUTHENTICATED", "PERMISSION_DENIED"), refused.value
-            bad = c.reload_model("admin-secret", str(ROOT / "models" / "no-such-model"))
-            assert not bad.get("ok", False), bad
-            assert "no-such-model" in bad["message"], bad
-            good = c.reload_model("admin-secret", str(ROOT / "models" / "default"))
-            assert good["ok"], good
-            assert good["info"]["status"] in ("serving", "cold"), good
-            assert c.model_info()["status"] == good["info"]["status"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with _serve(lachesis_bin, env) as address, Client(address) as c:
+        with pytest.raises(ServiceError) as refused:
+            c.reload_model("wrong-token", str(ROOT / "models" / "default"))
+        assert refused.value.code in ("UNAUTHENTICATED", "PERMISSION_DENIED"), refused.value
+        bad = c.reload_model("admin-secret", str(ROOT / "models" / "no-such-model"))
+        assert not bad.get("ok", False), bad
+        assert "no-such-model" in bad["message"], bad
+        good = c.reload_model("admin-secret", str(ROOT / "models" / "default"))
+        assert good["ok"], good
+        assert good["info"]["status"] in ("serving", "cold"), good
+        assert c.model_info()["status"] == good["info"]["status"]
