@@ -330,6 +330,13 @@ pub struct GuardConfig {
     pub seeds: u64,
     /// Bootstrap resamples of the interval.
     pub resamples: usize,
+    /// Heuristics the guard may also route to: with any, the guard is the service's selector
+    /// (`crate::selection`): every run judges the baseline, these and the model arm on the
+    /// recent traffic, and routing follows the best (with `enforce`).
+    pub candidates: Vec<String>,
+    /// The selector switches only to an arm better by more than this share of the followed
+    /// arm's average JCT (and with the paired interval below zero).
+    pub hysteresis: f64,
 }
 
 impl Default for GuardConfig {
@@ -345,6 +352,8 @@ impl Default for GuardConfig {
             min_jobs: spec.min_jobs,
             seeds: spec.seeds,
             resamples: spec.resamples,
+            candidates: Vec::new(),
+            hysteresis: 0.02,
         }
     }
 }
@@ -373,7 +382,19 @@ impl GuardConfig {
             );
         }
         if !self.enabled {
+            if !self.candidates.is_empty() {
+                return invalid(
+                    "guard.candidates",
+                    "set, but guard.enabled is false: nothing would choose among them".into(),
+                );
+            }
             return Ok(());
+        }
+        if !(self.hysteresis.is_finite() && (0.0..1.0).contains(&self.hysteresis)) {
+            return invalid(
+                "guard.hysteresis",
+                format!("{} is not a share in [0, 1)", self.hysteresis),
+            );
         }
         if decision_log.path.is_none() {
             return invalid(
@@ -552,6 +573,12 @@ impl ServeConfig {
         let options = self.policy_options()?;
         for (field, name) in std::iter::once(("baseline", &self.baseline))
             .chain(self.fallback.iter().map(|f| ("fallback", f)))
+            .chain(
+                self.guard
+                    .candidates
+                    .iter()
+                    .map(|c| ("guard.candidates", c)),
+            )
         {
             if lachesis_env::policy::Select::parse_name(name).is_some() {
                 // It rolls a simulator forward; a snapshot is not one (yet): it would only
@@ -560,8 +587,9 @@ impl ServeConfig {
                     field,
                     format!(
                         "{name}: the select meta-policy needs a simulator to roll forward and \
-                         the service decides on snapshots; name the candidate to serve, or \
-                         run select in simulate/compare"
+                         the service decides on snapshots; list its candidates in [guard] \
+                         candidates (the service's selector, on the recent traffic) or run \
+                         select in simulate/compare"
                     ),
                 );
             }
@@ -684,6 +712,25 @@ mod tests {
             (
                 "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\nrecent_hours = -1.0\n",
                 "guard.recent_hours",
+            ),
+            (
+                "[guard]\ncandidates = [\"sjf/best-fit\"]\n",
+                "guard.candidates",
+            ),
+            (
+                "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\ncandidates = \
+                 [\"sjf/no-such-placer\"]\n",
+                "guard.candidates",
+            ),
+            (
+                "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\ncandidates = \
+                 [\"select\"]\n",
+                "guard.candidates",
+            ),
+            (
+                "[decision_log]\npath = \"d.jsonl\"\n[guard]\nenabled = true\ncandidates = \
+                 [\"sjf/best-fit\"]\nhysteresis = 1.5\n",
+                "guard.hysteresis",
             ),
         ];
         for (text, field) in cases {

@@ -597,8 +597,10 @@ pub struct Routing {
     pub mode: String,
     /// Why the guard switched routing to the baseline, while it holds it there.
     pub rerouted: Option<String>,
-    /// The guard's last verdict, when it runs and has judged.
+    /// The guard's last verdict (or the selector's last choice), when it runs and has judged.
     pub guard_verdict: Option<String>,
+    /// The heuristic the guard's selector follows, while it follows one.
+    pub following: Option<String>,
     pub percent: f64,
     pub shadow_agree: u64,
     pub shadow_disagree: u64,
@@ -614,6 +616,7 @@ pub fn routing(engine: &Engine) -> Routing {
         mode: mode.as_str().into(),
         rerouted: rerouted.map(|r| r.to_string()),
         guard_verdict: engine.guard().last_verdict(),
+        following: engine.guard().lead().map(|l| l.to_string()),
         percent: cfg.routing.percent,
         shadow_agree: Metrics::counter_value(&m.shadow_agreement, "agree", "true"),
         shadow_disagree: Metrics::counter_value(&m.shadow_agreement, "agree", "false"),

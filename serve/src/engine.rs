@@ -315,11 +315,21 @@ impl Engine {
         }
     }
 
-    /// The heuristics, in the order they answer: the baseline, then the fallbacks.
+    /// The heuristics, in the order they answer: the one the selector follows (while it
+    /// follows one), the baseline, then the fallbacks.
     pub fn chain(&self) -> Vec<String> {
-        std::iter::once(self.cfg.baseline.clone())
+        let lead = self.guard.lead().map(|l| l.to_string());
+        let mut chain: Vec<String> = Vec::with_capacity(self.cfg.fallback.len() + 2);
+        for name in lead
+            .into_iter()
+            .chain(std::iter::once(self.cfg.baseline.clone()))
             .chain(self.cfg.fallback.iter().cloned())
-            .collect()
+        {
+            if !chain.contains(&name) {
+                chain.push(name);
+            }
+        }
+        chain
     }
 
     /// Decides along the heuristic chain (blocking). Never fails: when every heuristic
@@ -996,7 +1006,10 @@ impl Engine {
             }
         }
         if let Some(reason) = rerouted {
-            let guard = format!("routing switched to the baseline by the guard: {reason}");
+            let guard = match self.guard.lead() {
+                Some(lead) => format!("routing follows {lead} (the guard's selector): {reason}"),
+                None => format!("routing switched to the baseline by the guard: {reason}"),
+            };
             info.detail = if info.detail.is_empty() {
                 guard
             } else {

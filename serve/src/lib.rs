@@ -26,6 +26,7 @@ pub mod probe;
 pub mod reasons;
 pub mod replay;
 pub mod score;
+pub mod selection;
 pub mod server;
 pub mod session;
 pub mod shield;

@@ -22,6 +22,7 @@
 //! | `guard_jobs` | | recent finished jobs the last verdict judged |
 //! | `guard_last_run_timestamp_seconds` | | when the guard last gave a verdict (start time before the first) |
 //! | `guard_interval_seconds` | | `guard.interval_s` (0: no guard) |
+//! | `guard_following` | `policy` | with `guard.candidates` (the selector): 1 for the arm it follows, 0 for the others |
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -103,6 +104,8 @@ pub struct Metrics {
     pub guard_jobs: Gauge,
     pub guard_last_run: RealGauge,
     pub guard_interval: Gauge,
+    /// The selector's arms: 1 for the one followed (`guard.candidates`).
+    pub guard_following: Family<Labels, Gauge>,
     /// The labels `model_info` is set for now (cleared on change).
     model_labels: Mutex<Option<Labels>>,
 }
@@ -146,6 +149,7 @@ impl Metrics {
             guard_jobs: Gauge::default(),
             guard_last_run: RealGauge::default(),
             guard_interval: Gauge::default(),
+            guard_following: Family::default(),
             model_labels: Mutex::new(None),
             registry: Registry::default(),
             names: Vec::new(),
@@ -267,6 +271,11 @@ impl Metrics {
             "guard_interval_seconds",
             "Seconds between the guard's verdicts (0: no guard)",
             m.guard_interval.clone(),
+        );
+        registry.register(
+            "guard_following",
+            "With guard.candidates: 1 for the arm the selector follows, 0 for the others",
+            m.guard_following.clone(),
         );
         Metrics {
             registry: registry.registry,

@@ -326,6 +326,71 @@ fn slice(trace: &Trace, from: usize, to: usize) -> Trace {
     .expect("a stretch of a valid trace is a valid trace")
 }
 
+/// Every policy's average JCT on each window of the recent traffic.
+pub(crate) struct WindowRuns {
+    /// `avg_jct[p][w]`: policy `p` on window `w` (seeds averaged).
+    pub avg_jct: Vec<Vec<f64>>,
+    pub windows: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Runs `policies` on whole windows of `recent` ending at its most recent job (the oldest few
+/// jobs left over are dropped), in the comparison harness: same windows, same seeds.
+pub(crate) fn run_windows(
+    replayed: &Replayed,
+    recent: &Trace,
+    policies: &[String],
+    spec: &VerdictSpec,
+    build: &BuildPolicy<'_>,
+) -> Result<WindowRuns, VerdictError> {
+    let cluster = Arc::new(parse_cluster_toml(
+        &replayed.cluster_toml,
+        "the last logged snapshot",
+    )?);
+    let windows = recent.len() / spec.window_jobs;
+    let skip = recent.len() - windows * spec.window_jobs;
+    let compare = CompareSpec {
+        policies: policies.to_vec(),
+        baseline: policies.first().cloned(),
+        seeds: spec.seeds,
+        windows: 0,
+        window_jobs: spec.window_jobs,
+        loads: vec![None],
+        tick_s: None,
+        policy_config: PolicyConfig::default(),
+        threads: spec.threads,
+        // The harness's own intervals are not used: one draw is enough.
+        resamples: 1,
+        throughputs: None,
+        starvation_bound: lachesis_env::policy::StarvationBound::Auto,
+        checkpoint_s: None,
+        command: String::new(),
+    };
+    let jct = &METRICS[0];
+    debug_assert_eq!(jct.key, "avg_jct_s");
+    let mut avg_jct = vec![Vec::with_capacity(windows); policies.len()];
+    let mut warnings = Vec::new();
+    for w in 0..windows {
+        let from = skip + w * spec.window_jobs;
+        let window = slice(recent, from, from + spec.window_jobs);
+        let c = harness::compare(&window, Arc::clone(&cluster), &compare, build)
+            .map_err(|e| e.context(format!("window {w} of the recent traffic")))?;
+        for (p, runs) in avg_jct.iter_mut().enumerate() {
+            runs.push(mean(&c.unit_values(jct, p)));
+        }
+        warnings.extend(
+            c.warnings()
+                .into_iter()
+                .map(|line| format!("window {w}: {line}")),
+        );
+    }
+    Ok(WindowRuns {
+        avg_jct,
+        windows,
+        warnings,
+    })
+}
+
 /// Judges `arms` on the recent traffic of a replayed log (policies built by `build`).
 pub fn judge(
     replayed: &Replayed,
@@ -343,47 +408,11 @@ pub fn judge(
     if recent.len() < spec.min_jobs {
         return Ok(Verdict::too_little(arms, recent.len(), spec));
     }
-    let cluster = Arc::new(parse_cluster_toml(
-        &replayed.cluster_toml,
-        "the last logged snapshot",
-    )?);
-    // Whole windows ending at the most recent job; the oldest few jobs left over are dropped.
-    let windows = recent.len() / spec.window_jobs;
-    let skip = recent.len() - windows * spec.window_jobs;
-    let compare = CompareSpec {
-        policies: vec![arms.heuristic.clone(), arms.model.clone()],
-        baseline: Some(arms.heuristic.clone()),
-        seeds: spec.seeds,
-        windows: 0,
-        window_jobs: spec.window_jobs,
-        loads: vec![None],
-        tick_s: None,
-        policy_config: PolicyConfig::default(),
-        threads: spec.threads,
-        // The harness's own intervals are not used: one draw is enough.
-        resamples: 1,
-        throughputs: None,
-        starvation_bound: lachesis_env::policy::StarvationBound::Auto,
-        checkpoint_s: None,
-        command: String::new(),
-    };
-    let jct = &METRICS[0];
-    debug_assert_eq!(jct.key, "avg_jct_s");
-    let (mut heuristic, mut model, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
-    for w in 0..windows {
-        let from = skip + w * spec.window_jobs;
-        let window = slice(&recent, from, from + spec.window_jobs);
-        let c = harness::compare(&window, Arc::clone(&cluster), &compare, build)
-            .map_err(|e| e.context(format!("window {w} of the recent traffic")))?;
-        heuristic.push(mean(&c.unit_values(jct, 0)));
-        model.push(mean(&c.unit_values(jct, 1)));
-        warnings.extend(
-            c.warnings()
-                .into_iter()
-                .map(|line| format!("window {w}: {line}")),
-        );
-    }
-    let d = paired(&heuristic, &model, Better::Lower, spec.resamples, 7);
+    let policies = [arms.heuristic.clone(), arms.model.clone()];
+    let runs = run_windows(replayed, &recent, &policies, spec, build)?;
+    let (heuristic, model) = (&runs.avg_jct[0], &runs.avg_jct[1]);
+    let (windows, warnings) = (runs.windows, runs.warnings);
+    let d = paired(heuristic, model, Better::Lower, spec.resamples, 7);
     let outcome = if d.ci_low > 0.0 {
         Outcome::Losing
     } else if d.ci_high < 0.0 {
@@ -399,8 +428,8 @@ pub fn judge(
         windows,
         window_jobs: spec.window_jobs,
         seeds: spec.seeds,
-        model_avg_jct_s: mean(&model),
-        heuristic_avg_jct_s: mean(&heuristic),
+        model_avg_jct_s: mean(model),
+        heuristic_avg_jct_s: mean(heuristic),
         difference: Some(d),
         warnings,
     })

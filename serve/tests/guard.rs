@@ -208,3 +208,146 @@ async fn a_losing_verdict_without_enforce_only_reports() {
     assert!(metric(&e, "lachesis_guard_switched 0"));
     assert_eq!(e.routing().0, RoutingMode::Shadow);
 }
+
+/// A model-routed service whose model arm is `model`, with the guard as the selector over
+/// `baseline` and `candidates` (enforcing), on 6 windows of 10 jobs.
+fn selector(
+    name: &str,
+    model: &'static str,
+    baseline: &str,
+    candidates: &[&str],
+    interval_s: u64,
+) -> Arc<Engine> {
+    let mut cfg = ServeConfig {
+        model: String::new(),
+        baseline: baseline.into(),
+        deadline_ms: 60_000.0,
+        ..ServeConfig::default()
+    };
+    cfg.routing.mode = RoutingMode::Model;
+    cfg.grpc.addr = "127.0.0.1:0".into();
+    cfg.http.addr = String::new();
+    cfg.decision_log.path = Some(log_path(name));
+    cfg.guard.enabled = true;
+    cfg.guard.enforce = true;
+    cfg.guard.interval_s = interval_s;
+    cfg.guard.recent_jobs = 60;
+    cfg.guard.window_jobs = 10;
+    cfg.guard.min_jobs = 40;
+    cfg.guard.candidates = candidates.iter().map(|c| c.to_string()).collect();
+    cfg.validate().unwrap();
+    let engine = Engine::new(cfg, Arc::new(Metrics::new()))
+        .unwrap()
+        .with_model_policy(Arc::new(move || {
+            build_policy(model, 0).unwrap() as Box<dyn Policy>
+        }));
+    Arc::new(engine)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_selector_follows_the_clearly_better_arm_and_says_why_until_a_reload() {
+    use lachesis_serve::selection::SelectOutcome;
+    // The model arm (first-come-first-served) and the baseline lose to the candidate
+    // (shortest-first on the users' estimates) on the logged traffic.
+    let e = selector("select", "fifo/best-fit", "fifo/fgd", &[BASELINE], 1);
+    let s = guard::select_once(&e).unwrap();
+    assert_eq!(s.outcome, SelectOutcome::TooLittleTraffic);
+    assert_eq!(s.followed(), "model:override", "{s}");
+    drive(&e).await;
+    let before = e.decide(request()).await.unwrap();
+    assert_eq!(
+        (before.arm.as_str(), before.decided_by.as_str()),
+        ("model", "model:override")
+    );
+
+    // The guard's own thread (every second) runs the selector and switches.
+    let running = lachesis_serve::start_with(Arc::clone(&e)).await.unwrap();
+    let started = Instant::now();
+    while e.routing().0 != RoutingMode::Baseline {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no switch: {:?}",
+            e.guard().last_verdict()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.shutdown().await.unwrap();
+    let line = e.guard().last_verdict().unwrap();
+    assert!(line.starts_with("select: following sjf/best-fit"), "{line}");
+    // The same choice, run directly, from the arm the thread followed before it switched.
+    e.reload("").await;
+    let s = guard::select_once(&e).unwrap();
+    assert_eq!(s.outcome, SelectOutcome::Switched, "{s}");
+    assert_eq!(s.arms, ["fifo/fgd", BASELINE, "model:override"]);
+    assert_eq!(s.followed(), BASELINE);
+    let line = s.to_string();
+    assert!(
+        line.starts_with(
+            "select: following sjf/best-fit: switched from model:override: sjf/best-fit - \
+             model:override: -"
+        ) && line.contains("better on 6 and worse on 0 of 6 windows"),
+        "{line}"
+    );
+    assert!(s.avg_jct_s[1] < 0.9 * s.avg_jct_s[2], "{line}");
+    assert!(metric(
+        &e,
+        "lachesis_guard_following{policy=\"sjf/best-fit\"} 1"
+    ));
+    assert!(metric(
+        &e,
+        "lachesis_guard_following{policy=\"model:override\"} 0"
+    ));
+    assert!(metric(&e, "lachesis_guard_switched 1"));
+    assert!(metric(
+        &e,
+        "lachesis_guard_runs_total{verdict=\"switched\"} 2"
+    ));
+
+    // Answers come from the followed heuristic, say why, and the log keeps it.
+    let answer = e.decide(request()).await.unwrap();
+    assert_eq!(answer.arm, "baseline");
+    assert_eq!(answer.decided_by, BASELINE);
+    assert_eq!(answer.rerouted, line);
+    assert_eq!(last_log_line(&e).answer.rerouted, line);
+    assert_eq!(e.chain()[..2], [BASELINE, "fifo/fgd"]);
+    assert!(
+        e.info()
+            .detail
+            .contains("routing follows sjf/best-fit (the guard's selector)"),
+        "{}",
+        e.info().detail
+    );
+
+    // Judged again on the same traffic: it stays, and says so.
+    let s = guard::select_once(&e).unwrap();
+    assert_eq!(s.outcome, SelectOutcome::Stayed, "{s}");
+    assert!(s.to_string().contains("sjf/best-fit did best"), "{s}");
+    assert!(metric(&e, "lachesis_guard_switches_total 2"));
+
+    // A reload lifts the switch: the model arm answers again.
+    let (ok, message) = e.reload("").await;
+    assert!(ok, "{message}");
+    assert_eq!(e.routing(), (RoutingMode::Model, None));
+    assert_eq!(e.chain()[0], "fifo/fgd");
+    assert!(!e.chain().iter().any(|c| c == BASELINE));
+    let answer = e.decide(request()).await.unwrap();
+    assert_eq!(answer.decided_by, "model:override");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_selector_does_not_switch_between_arms_that_tie() {
+    use lachesis_serve::selection::SelectOutcome;
+    // On one node, best-fit and fgd place alike: three arms, one schedule.
+    let e = selector("select-tie", BASELINE, "sjf/fgd", &["sjf/best-fit"], 3600);
+    drive(&e).await;
+    let s = guard::select_once(&e).unwrap();
+    assert_eq!(s.outcome, SelectOutcome::Stayed, "{s}");
+    assert_eq!(s.followed(), "model:override");
+    assert!(s.challenger.is_none(), "{s}");
+    assert!(s.avg_jct_s.iter().all(|j| *j == s.avg_jct_s[0]), "{s}");
+    assert_eq!(e.routing(), (RoutingMode::Model, None));
+    assert!(metric(&e, "lachesis_guard_switched 0"));
+    assert!(metric(&e, "lachesis_guard_jct_difference_ratio 0.0"));
+    let answer = e.decide(request()).await.unwrap();
+    assert!(answer.rerouted.is_empty());
+}

@@ -190,7 +190,9 @@ function renderDecisions(s) {
   const shadowTotal = r.shadow_agree + r.shadow_disagree;
   const abTotal = r.ab_treatment_jobs + r.ab_control_jobs;
   const routing = [card(r.rerouted ? el("span", { class: "badge bad" }, r.mode + " (guard)") : r.mode, "routing")];
-  if (r.rerouted) {
+  if (r.following) {
+    routing.push(card(r.following, "the guard's selector follows it: " + r.rerouted));
+  } else if (r.rerouted) {
     routing.push(card("switched", "the guard holds routing on the baseline: " + r.rerouted
       + " (a reload or a restart switches back)"));
   } else if (r.guard_verdict) {
