@@ -458,6 +458,9 @@ struct Headroom {
     /// The share of the distance from the best heuristic to the bound the model closes, with
     /// its 95% interval, as `compare` reports it (`captured gap`).
     captured: String,
+    /// Tails, the model's then the best heuristic's: p99 JCT and the longest wait, seconds.
+    p99_jct_s: (f64, f64),
+    max_wait_s: (f64, f64),
 }
 
 impl Headroom {
@@ -511,6 +514,14 @@ impl Headroom {
             bound_s: policy_row("min_avg_jct_s", 0)?,
             best_reducible_pct: policy_row("reducible_jct_pct", best_idx + 1)?,
             captured: captured_of(&json["setup"]["captured_gap"]),
+            p99_jct_s: (
+                policy_row("p99_jct_s", 0)?,
+                policy_row("p99_jct_s", best_idx + 1)?,
+            ),
+            max_wait_s: (
+                policy_row("max_wait_s", 0)?,
+                policy_row("max_wait_s", best_idx + 1)?,
+            ),
         })
     }
 }
@@ -743,6 +754,39 @@ fn write_card(
             )?;
         }
     }
+    if !headroom.is_empty() {
+        writeln!(
+            s,
+            "\n## Tails: the model against the same best heuristic\n\nMeans over units of each \
+             run's p99 JCT and its longest first wait (submission to first start).\n"
+        )?;
+        writeln!(
+            s,
+            "| scenario | best heuristic | p99 JCT, model (s) | best's (s) | model / best | longest first wait, model (s) | best's (s) | model / best |"
+        )?;
+        writeln!(s, "|---|---|---|---|---|---|---|---|")?;
+        let ratio = |(m, b): (f64, f64)| {
+            if b > 0.0 {
+                format!("{:.3}", m / b)
+            } else {
+                "-".into()
+            }
+        };
+        for h in headroom {
+            writeln!(
+                s,
+                "| {} | `{}` | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} |",
+                h.trace,
+                h.best,
+                h.p99_jct_s.0,
+                h.p99_jct_s.1,
+                ratio(h.p99_jct_s),
+                h.max_wait_s.0,
+                h.max_wait_s.1,
+                ratio(h.max_wait_s),
+            )?;
+        }
+    }
     if !sections.is_empty() {
         writeln!(
             s,
@@ -927,6 +971,14 @@ mod tests {
                     {"policy": "rl:m", "mean": 10.0}, {"policy": "fifo/best-fit", "mean": 30.8},
                     {"policy": "tiresias/best-fit/las-preempt", "mean": 8.2},
                 ]},
+                {"key": "p99_jct_s", "policies": [
+                    {"policy": "rl:m", "mean": 500.0}, {"policy": "fifo/best-fit", "mean": 300.0},
+                    {"policy": "tiresias/best-fit/las-preempt", "mean": 400.0},
+                ]},
+                {"key": "max_wait_s", "policies": [
+                    {"policy": "rl:m", "mean": 70.0}, {"policy": "fifo/best-fit", "mean": 60.0},
+                    {"policy": "tiresias/best-fit/las-preempt", "mean": 35.0},
+                ]},
             ],
         });
         std::fs::write(&path, json.to_string()).unwrap();
@@ -939,6 +991,8 @@ mod tests {
         assert_eq!(h.diff, (-2.0, -3.0, -1.0));
         assert_eq!(h.best_reducible_pct, 8.2);
         assert_eq!(h.cluster, "16x8:V100");
+        // Tails against the best heuristic by average JCT, not the best tail.
+        assert_eq!((h.p99_jct_s, h.max_wait_s), ((500.0, 400.0), (70.0, 35.0)));
         // A file without the bound names what is missing.
         std::fs::write(
             &path,

@@ -6,7 +6,7 @@ use super::candidates::{
 use super::features::{
     FEATURE_SCHEMA_VERSION, Featurizer, GLOBAL_WIDTH, MAX_CANDIDATES, Observation, WAIT_ACTION,
 };
-use super::reward::{RewardConfig, RewardTerms, Snapshot, terms_between};
+use super::reward::{RewardConfig, RewardTerms, Snapshot, overwait_between, terms_between};
 use crate::cluster::ClusterSpec;
 use crate::job::Trace;
 use crate::policy::Policy;
@@ -516,11 +516,25 @@ impl<'t> SchedEnv<'t> {
                 .map(|p| 1.0 / p.spec.estimate.map_or(0.0, |e| e.ms() as f64).max(bound_ms))
                 .sum()
         };
+        // When each pending job's idle time passes the tail term's bound (only when weighed).
+        let due: Vec<f64> = if cfg.overwait != 0.0 {
+            let ctx = sim.context();
+            let now = ctx.now().ms() as f64;
+            let bound = cfg.overwait_bound_s * 1000.0;
+            ctx.pending()
+                .map(|p| now - p.idle().ms() as f64 + bound)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let before = snapshot(sim);
         let t0 = sim.now();
         let more = sim.advance();
         let after = snapshot(sim);
         let dt = sim.now().saturating_sub(t0).ms() as f64;
+        if !due.is_empty() {
+            terms.overwait += overwait_between(cfg, &due, t0.ms() as f64, dt);
+        }
         terms.add(&terms_between(
             cfg,
             &before,

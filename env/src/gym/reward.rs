@@ -12,6 +12,10 @@
 //! - `bsld`: minus each pending job's waiting time divided by `max(estimate, bsld_bound_s)`
 //!   (the bound alone for jobs without an estimate): the growth of the waiting part of bounded
 //!   slowdown, from what a scheduler knows (never the true duration).
+//! - `overwait`: minus the number of pending jobs that have been idle (since submission, or
+//!   since their last run ended) longer than `overwait_bound_s`, integrated over time: the
+//!   tail term. It charges nothing until a job's wait passes the bound, then as `jct` does, so
+//!   a policy that keeps every wait under the bound pays nothing for it.
 //! - `alloc`: the allocated fraction of the cluster's GPU capacity integrated over time.
 //! - `frag`: minus the fragmented fraction of GPU capacity (FGD's measure under the trace's
 //!   task mix, as `Summary::frag_gpu_rate`) integrated over time.
@@ -54,6 +58,8 @@ pub struct RewardConfig {
     pub jobs: f64,
     /// Weight of `bsld` (minus waiting time / max(estimate, bound), summed over pending jobs).
     pub bsld: f64,
+    /// Weight of `overwait` (minus pending jobs idle past `overwait_bound_s` x time).
+    pub overwait: f64,
     /// Weight of `alloc` (allocated GPU fraction x time).
     pub alloc: f64,
     /// Weight of `frag` (minus fragmented GPU fraction x time).
@@ -64,6 +70,8 @@ pub struct RewardConfig {
     pub time_unit_s: f64,
     /// The bound of the slowdown proxy, seconds: a job's wait is divided by at least this.
     pub bsld_bound_s: f64,
+    /// The wait past which `overwait` charges, seconds.
+    pub overwait_bound_s: f64,
     /// Subtracted per job left unfinished when an episode stalls.
     pub unfinished_penalty: f64,
 }
@@ -79,6 +87,8 @@ impl Default for RewardConfig {
             energy: 0.0,
             time_unit_s: 3600.0,
             bsld_bound_s: 600.0,
+            overwait: 0.0,
+            overwait_bound_s: 86_400.0,
             unfinished_penalty: 1.0,
         }
     }
@@ -107,6 +117,7 @@ impl RewardConfig {
             ("jct", self.jct),
             ("jobs", self.jobs),
             ("bsld", self.bsld),
+            ("overwait", self.overwait),
             ("alloc", self.alloc),
             ("frag", self.frag),
             ("energy", self.energy),
@@ -119,6 +130,7 @@ impl RewardConfig {
         for (field, v) in [
             ("time_unit_s", self.time_unit_s),
             ("bsld_bound_s", self.bsld_bound_s),
+            ("overwait_bound_s", self.overwait_bound_s),
         ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("{field} must be a finite number > 0, got {v}"));
@@ -132,6 +144,7 @@ impl RewardConfig {
         self.jct * terms.jct
             + self.jobs * terms.jobs
             + self.bsld * terms.bsld
+            + self.overwait * terms.overwait
             + self.alloc * terms.alloc
             + self.frag * terms.frag
             + self.energy * terms.energy
@@ -145,6 +158,7 @@ pub struct RewardTerms {
     pub jct: f64,
     pub jobs: f64,
     pub bsld: f64,
+    pub overwait: f64,
     pub alloc: f64,
     pub frag: f64,
     pub energy: f64,
@@ -157,6 +171,7 @@ impl RewardTerms {
         self.jct += o.jct;
         self.jobs += o.jobs;
         self.bsld += o.bsld;
+        self.overwait += o.overwait;
         self.alloc += o.alloc;
         self.frag += o.frag;
         self.energy += o.energy;
@@ -198,12 +213,21 @@ pub(crate) fn terms_between(
         jct: -(after.queue_ms - before.queue_ms) / unit_ms,
         jobs: -(after.system_ms - before.system_ms) / unit_ms,
         bsld: -slowdown_rate_per_ms * dt_ms,
+        overwait: 0.0,
         alloc: per_capacity(after.alloc_milli_ms - before.alloc_milli_ms),
         frag: -per_capacity(after.frag_milli_ms - before.frag_milli_ms),
         // W x ms -> kWh: / 3.6e6 ms per h / 1000 W per kW.
         energy: -(after.energy_wms - before.energy_wms) / 3.6e9 / gpus.max(1.0),
         unfinished: 0,
     }
+}
+
+/// The `overwait` term of a stretch of `dt_ms` from `t0_ms` in which the pending set was
+/// fixed: `due_ms` holds, per pending job, the instant its idle time passes the bound.
+pub(crate) fn overwait_between(cfg: &RewardConfig, due_ms: &[f64], t0_ms: f64, dt_ms: f64) -> f64 {
+    let end = t0_ms + dt_ms;
+    let over: f64 = due_ms.iter().map(|d| (end - d.max(t0_ms)).max(0.0)).sum();
+    -over / (cfg.time_unit_s * 1000.0)
 }
 
 #[cfg(test)]
@@ -249,6 +273,31 @@ mod tests {
             ..RewardConfig::default()
         };
         assert!(close(mix.reward(&t), -0.5));
+    }
+
+    #[test]
+    fn overwait_charges_only_past_the_bound() {
+        let cfg = RewardConfig {
+            overwait: 1.0,
+            overwait_bound_s: 3600.0,
+            ..RewardConfig::default()
+        };
+        let h = 3.6e6;
+        // A stretch from 10 h to 12 h. One job due at 11 h (the stretch's second hour), one
+        // due at 5 h (the whole stretch), one due at 13 h (none of it): 3 h in all.
+        let t = overwait_between(&cfg, &[11.0 * h, 5.0 * h, 13.0 * h], 10.0 * h, 2.0 * h);
+        assert!((t + 3.0).abs() < 1e-9, "{t}");
+        assert_eq!(overwait_between(&cfg, &[], 0.0, h), 0.0);
+        let terms = RewardTerms {
+            overwait: t,
+            ..RewardTerms::default()
+        };
+        assert!((cfg.reward(&terms) + 3.0).abs() < 1e-9);
+        let bad = RewardConfig {
+            overwait_bound_s: 0.0,
+            ..RewardConfig::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("overwait_bound_s"));
     }
 
     #[test]

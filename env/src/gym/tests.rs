@@ -1666,3 +1666,42 @@ fn a_typed_gang_the_table_rates_on_one_node_only_gets_a_start_there() {
     assert_eq!(result.summary.rejected_decisions, 0);
     assert_eq!(result.jobs[1].first_start, Some(SimTime::from_secs(1)));
 }
+
+#[test]
+fn the_tail_term_charges_waits_past_its_bound_only() {
+    // One node: the window queues.
+    let spec = Arc::new(load_cluster("1x8:V100").unwrap());
+    let trace = itp_window();
+    // Sums of the `jct` and `overwait` terms over a greedy episode, with the tail bound at
+    // `bound_s`.
+    let episode = |bound_s: f64| {
+        let reward = RewardConfig {
+            overwait: 1.0,
+            overwait_bound_s: bound_s,
+            ..RewardConfig::default()
+        };
+        let mut env = SchedEnv::new(&trace, Arc::clone(&spec), cfg(reward, 0, 0.0)).unwrap();
+        let (mut obs, _) = env.reset(3).unwrap();
+        let (mut jct, mut over) = (0.0, 0.0);
+        loop {
+            let s = env
+                .step(first(&obs, &mut StdRng::seed_from_u64(0)))
+                .unwrap();
+            jct += s.info.terms.jct;
+            over += s.info.terms.overwait;
+            if s.terminated || s.truncated {
+                assert_eq!(s.info.end, Some(EndReason::AllDone));
+                return (jct, over);
+            }
+            obs = s.obs;
+        }
+    };
+    // A bound of a millisecond charges (almost) every wait: the `jct` term itself.
+    let (jct, over) = episode(0.001);
+    assert!(jct < -1.0, "the window must queue: {jct}");
+    assert!((over - jct).abs() < 1e-3, "{over} vs {jct}");
+    // A bound longer than any wait charges nothing; one in between, part.
+    assert_eq!(episode(1e9).1, 0.0);
+    let (_, part) = episode(1800.0);
+    assert!(jct < part && part < 0.0, "{part} vs {jct}");
+}
