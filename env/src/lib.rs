@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod constraint;
+pub mod deps;
 pub mod gpu;
 pub mod gym;
 pub mod job;
