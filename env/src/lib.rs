@@ -13,6 +13,7 @@ pub mod job;
 pub mod metrics;
 pub mod optim;
 pub mod policy;
+pub mod quota;
 pub mod sim;
 pub mod throughput;
 pub mod trace;

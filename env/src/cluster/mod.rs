@@ -6,6 +6,7 @@
 mod feasibility;
 mod index;
 mod load;
+pub(crate) use load::{field_at, line_column};
 mod state;
 
 pub use feasibility::{FitStrategy, Infeasible, fits_empty};

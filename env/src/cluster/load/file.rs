@@ -284,7 +284,7 @@ fn gpu_model(entry: &ModelEntry) -> Result<GpuModel, String> {
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text.as_bytes()[..offset.min(text.len())];
     let line_start = before
         .iter()
@@ -300,7 +300,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// Best-effort field path at byte `offset` for TOML's own errors: the table the offset is in
 /// (`nodes[2]`, counting `[[nodes]]` headers) and the key on its line, e.g. `nodes[2].gpus`.
-fn field_at(text: &str, offset: usize) -> String {
+pub(crate) fn field_at(text: &str, offset: usize) -> String {
     let (line_no, _) = line_column(text, offset);
     let mut table = String::new();
     let mut arrays: Vec<(String, usize)> = Vec::new();

@@ -6,6 +6,7 @@
 
 mod builder;
 mod file;
+pub(crate) use file::{field_at, line_column};
 mod preset;
 mod shape;
 
