@@ -23,7 +23,9 @@
 use std::collections::HashMap;
 use std::fmt;
 
+mod fair;
 mod file;
+pub use fair::Drs;
 pub use file::{QuotaFileError, parse_quota_toml};
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use std::cmp::Ordering;
 
 /// `Resource("cpu", nominal, borrowing, lending)` of Kueue's test wrappers, in cores ("" =
 /// unset).
@@ -421,4 +422,175 @@ proptest! {
             prop_assert!(n.usage.iter().all(|u| *u == 0), "{} keeps {:?}", n.spec.name, n.usage);
         }
     }
+}
+
+/// Kueue's `TestDominantResourceShare` (`fair_sharing_test.go` at `ff69552e`): a queue `cq`
+/// and a `lending-cq` in `test-cohort`, each with nominal (cpu cores, gpus), `cq` using
+/// `usage` and asking `request`; its rounded share and dominant resource.
+#[test]
+fn kueues_dominant_resource_share_scenarios() {
+    struct Case {
+        name: &'static str,
+        cohort: bool,
+        /// (cpu cores, gpus, gpu lending limit, weight)
+        cq: (i64, i64, Option<i64>, f64),
+        lending: (i64, i64, Option<i64>, f64),
+        /// (milli-cpu, gpus)
+        usage: (i64, i64),
+        request: (i64, i64),
+        want: (i64, Option<Resource>, bool),
+    }
+    let cases = [
+        Case {
+            name: "no cohort",
+            cohort: false,
+            cq: (2000, 5, None, 1.0),
+            lending: (0, 0, None, 1.0),
+            usage: (1000, 2),
+            request: (0, 0),
+            want: (0, None, false),
+        },
+        Case {
+            name: "usage below nominal",
+            cohort: true,
+            cq: (2, 5, None, 1.0),
+            lending: (8, 5, None, 1.0),
+            usage: (1000, 2),
+            request: (0, 0),
+            want: (0, None, false),
+        },
+        Case {
+            name: "usage above nominal",
+            cohort: true,
+            cq: (2, 5, None, 1.0),
+            lending: (8, 5, None, 1.0),
+            usage: (3000, 7),
+            request: (0, 0),
+            want: (200, Some(Resource::Gpu), true),
+        },
+        Case {
+            name: "usage slightly above nominal in a cohort with large quotas",
+            cohort: true,
+            cq: (0, 500, None, 1.0),
+            lending: (0, 1000, None, 300.0),
+            usage: (0, 501),
+            request: (0, 0),
+            want: (1, Some(Resource::Gpu), true),
+        },
+        Case {
+            name: "usage way above nominal in a cohort with large quotas and weights",
+            cohort: true,
+            cq: (0, 500, None, 300.0),
+            lending: (0, 1000, None, 300.0),
+            usage: (0, 800),
+            request: (0, 0),
+            want: (1, Some(Resource::Gpu), true),
+        },
+        Case {
+            name: "one resource above nominal",
+            cohort: true,
+            cq: (2, 5, None, 1.0),
+            lending: (8, 5, None, 1.0),
+            usage: (3000, 3),
+            request: (0, 0),
+            want: (100, Some(Resource::Cpu), true),
+        },
+        Case {
+            name: "usage with workload above nominal",
+            cohort: true,
+            cq: (2, 5, None, 1.0),
+            lending: (8, 5, None, 1.0),
+            usage: (1000, 2),
+            request: (4000, 4),
+            want: (300, Some(Resource::Cpu), true),
+        },
+        Case {
+            name: "A resource with zero lendable",
+            cohort: true,
+            cq: (2, 2, Some(0), 1.0),
+            lending: (8, 64, Some(0), 1.0),
+            usage: (1000, 1),
+            request: (4000, 4),
+            want: (300, Some(Resource::Cpu), true),
+        },
+    ];
+    let gpu = FlavorResource::new("default", Resource::Gpu);
+    let cpu_fr = FlavorResource::new("default", Resource::Cpu);
+    for c in cases {
+        let quotas = |(cores, gpus, lend, _): (i64, i64, Option<i64>, f64)| {
+            vec![
+                (
+                    cpu_fr.clone(),
+                    Quota {
+                        nominal: cores * 1000,
+                        ..Quota::default()
+                    },
+                ),
+                (
+                    gpu.clone(),
+                    Quota {
+                        nominal: gpus * 1000,
+                        lending_limit: lend.map(|l| l * 1000),
+                        ..Quota::default()
+                    },
+                ),
+            ]
+        };
+        let parent = c.cohort.then_some("test-cohort");
+        let mut nodes = vec![NodeSpec {
+            weight: c.cq.3,
+            ..cq("cq", parent, quotas(c.cq))
+        }];
+        if c.cohort {
+            nodes.push(NodeSpec {
+                weight: c.lending.3,
+                ..cq("lending-cq", parent, quotas(c.lending))
+            });
+            nodes.push(cohort("test-cohort", None, vec![]));
+        }
+        let mut tree = QuotaTree::new(nodes).unwrap();
+        let q = tree.node("cq").unwrap();
+        tree.add_usage(q, &cpu_fr, c.usage.0);
+        tree.add_usage(q, &gpu, c.usage.1 * 1000);
+        let request = [
+            (cpu_fr.clone(), c.request.0),
+            (gpu.clone(), c.request.1 * 1000),
+        ];
+        let drs = tree.dominant_resource_share(q, &request);
+        assert_eq!(
+            (drs.rounded_weighted_share(), drs.dominant, drs.borrowing),
+            c.want,
+            "{}: {drs:?}",
+            c.name
+        );
+        if c.cohort {
+            for other in ["lending-cq", "test-cohort"] {
+                let d = tree.dominant_resource_share(tree.node(other).unwrap(), &[]);
+                assert_eq!(
+                    (d.rounded_weighted_share(), d.borrowing),
+                    (0, false),
+                    "{}",
+                    c.name
+                );
+            }
+        }
+    }
+    // A zero weight that borrows sorts after any other share.
+    let share = |w: f64, r: f64| Drs {
+        weight: w,
+        unweighted_ratio: r,
+        dominant: Some(Resource::Gpu),
+        borrowing: r > 0.0,
+        borrowed: Vec::new(),
+    };
+    assert_eq!(
+        share(0.0, 1.0).compare(&share(1.0, 900.0)),
+        Ordering::Greater
+    );
+    assert_eq!(share(0.0, 0.0).compare(&share(1.0, 900.0)), Ordering::Less);
+    assert_eq!(
+        share(2.0, 400.0).compare(&share(1.0, 300.0)),
+        Ordering::Less
+    );
+    assert_eq!(share(0.0, 1.0).rounded_weighted_share(), i64::MAX);
 }
