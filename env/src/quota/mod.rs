@@ -25,8 +25,10 @@ use std::fmt;
 
 mod fair;
 mod file;
+mod history;
 pub use fair::Drs;
 pub use file::{QuotaFileError, parse_quota_toml};
+pub use history::UsageHistory;
 
 #[cfg(test)]
 mod tests;
