@@ -167,6 +167,48 @@ pub struct QuotaTree {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub usize);
 
+/// The default rule when a trace has tenants and no quota file: one cohort, `cluster`, that
+/// holds nothing of its own, and one queue per tenant (named as the tenant) with an equal
+/// nominal share of each flavor-resource's `capacity` (milli-units split evenly, the
+/// remainder to the first tenants, so the shares sum to the capacity), no borrowing limit and
+/// no lending limit: every tenant is guaranteed its share and may borrow all that is idle.
+pub fn equal_shares(tenants: &[String], capacity: &[(FlavorResource, i64)]) -> Vec<NodeSpec> {
+    let n = tenants.len().max(1) as i64;
+    let mut nodes = vec![NodeSpec {
+        name: "cluster".into(),
+        kind: NodeKind::Cohort,
+        parent: None,
+        quotas: Vec::new(),
+        strategy: QueueingStrategy::default(),
+        weight: 1.0,
+    }];
+    for (i, t) in tenants.iter().enumerate() {
+        let quotas = capacity
+            .iter()
+            .map(|(fr, total)| {
+                let extra = i64::from((i as i64) < total.rem_euclid(n));
+                let nominal = total.div_euclid(n) + extra;
+                (
+                    fr.clone(),
+                    Quota {
+                        nominal,
+                        ..Quota::default()
+                    },
+                )
+            })
+            .collect();
+        nodes.push(NodeSpec {
+            name: t.clone(),
+            kind: NodeKind::Queue,
+            parent: Some("cluster".into()),
+            quotas,
+            strategy: QueueingStrategy::default(),
+            weight: 1.0,
+        });
+    }
+    nodes
+}
+
 impl QuotaTree {
     /// Builds the tree: names unique, parents defined cohorts, no cycle, quotas non-negative
     /// and limits only where they mean something (a borrowing limit needs a cohort).

@@ -594,3 +594,22 @@ fn kueues_dominant_resource_share_scenarios() {
     );
     assert_eq!(share(0.0, 1.0).rounded_weighted_share(), i64::MAX);
 }
+
+#[test]
+fn equal_shares_split_the_capacity_and_let_idle_shares_be_borrowed() {
+    let tenants: Vec<String> = ["a", "b", "c"].iter().map(|t| t.to_string()).collect();
+    let v100 = FlavorResource::new("V100", Resource::Gpu);
+    let mut tree = QuotaTree::new(equal_shares(&tenants, &[(v100.clone(), 16_000)])).unwrap();
+    let nominal: Vec<i64> = ["a", "b", "c"]
+        .iter()
+        .map(|t| tree.nominal(tree.node(t).unwrap(), &v100))
+        .collect();
+    assert_eq!(nominal, [5334, 5333, 5333]);
+    let a = tree.node("a").unwrap();
+    // Alone, a tenant may use the whole cluster.
+    assert_eq!(tree.available(a, &v100), 16_000);
+    tree.add_usage(a, &v100, 12_000);
+    assert!(tree.borrowing(a, &v100));
+    let b = tree.node("b").unwrap();
+    assert_eq!(tree.available(b, &v100), 4000);
+}
