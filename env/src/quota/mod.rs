@@ -163,6 +163,36 @@ pub struct QuotaTree {
     fr_index: HashMap<FlavorResource, usize>,
 }
 
+/// Why a queue cannot admit a job now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub queue: String,
+    pub fr: FlavorResource,
+    pub requested: i64,
+    pub available: i64,
+    pub nominal: i64,
+    pub usage: i64,
+}
+
+impl fmt::Display for Blocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = |v: i64| match self.fr.resource {
+            Resource::Gpu | Resource::Cpu => format!("{}", v as f64 / 1000.0),
+            Resource::Memory => format!("{v} MiB"),
+        };
+        write!(
+            f,
+            "quota of queue {} on {}: asks {}, {} available (nominal {}, in use {})",
+            self.queue,
+            self.fr,
+            unit(self.requested),
+            unit(self.available),
+            unit(self.nominal),
+            unit(self.usage)
+        )
+    }
+}
+
 /// A queue or cohort of a `QuotaTree`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub usize);
@@ -429,6 +459,26 @@ impl QuotaTree {
         amounts
             .iter()
             .all(|(fr, v)| *v <= 0 || self.available(n, fr) >= *v)
+    }
+
+    /// Whether queue `n` may admit a job asking `amounts` now; otherwise the first
+    /// flavor-resource that blocks it, with what it asks and what is available (a pending
+    /// job's reason).
+    pub fn admit_check(&self, n: NodeId, amounts: &[(FlavorResource, i64)]) -> Result<(), Blocked> {
+        for (fr, v) in amounts {
+            let available = self.available(n, fr);
+            if *v > 0 && available < *v {
+                return Err(Blocked {
+                    queue: self.nodes[n.0].spec.name.clone(),
+                    fr: fr.clone(),
+                    requested: *v,
+                    available,
+                    nominal: self.nominal(n, fr),
+                    usage: self.usage(n, fr),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `n`'s usage of `fr`.

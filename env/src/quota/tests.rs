@@ -613,3 +613,18 @@ fn equal_shares_split_the_capacity_and_let_idle_shares_be_borrowed() {
     let b = tree.node("b").unwrap();
     assert_eq!(tree.available(b, &v100), 4000);
 }
+
+#[test]
+fn a_blocked_admission_names_the_quota() {
+    let tenants: Vec<String> = ["a", "b"].iter().map(|t| t.to_string()).collect();
+    let v100 = FlavorResource::new("V100", Resource::Gpu);
+    let mut tree = QuotaTree::new(equal_shares(&tenants, &[(v100.clone(), 8000)])).unwrap();
+    let (a, b) = (tree.node("a").unwrap(), tree.node("b").unwrap());
+    tree.add_usage(a, &v100, 6000);
+    assert!(tree.admit_check(b, &[(v100.clone(), 2000)]).is_ok());
+    let e = tree.admit_check(b, &[(v100.clone(), 4000)]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "quota of queue b on V100/gpu: asks 4, 2 available (nominal 4, in use 0)"
+    );
+}
