@@ -7,6 +7,7 @@ use crate::compare;
 use anyhow::{Context, Result, bail};
 use lachesis_agent::harness;
 use lachesis_serve::replay::{self, Replayed};
+use lachesis_serve::selection;
 use lachesis_serve::verdict::{self, Arms, VerdictSpec};
 use std::path::PathBuf;
 
@@ -45,6 +46,14 @@ pub struct Args {
     /// in the log: the service's baseline).
     #[arg(long, value_name = "POLICY")]
     heuristic_arm: Option<String>,
+    /// What the service's selector (`[guard] candidates`) would follow on the recent
+    /// traffic: the heuristic arm, these candidates and the model arm, each run on the same
+    /// windows; the line says which and why (the arm followed before: the model arm).
+    #[arg(long, value_delimiter = ',', value_name = "POLICY,...")]
+    select: Vec<String>,
+    /// The selector's hysteresis: a share of the followed arm's average JCT.
+    #[arg(long, default_value_t = 0.02)]
+    hysteresis: f64,
     /// Verdict: the most recent finished jobs judged, at most.
     #[arg(long, default_value_t = VerdictSpec::default().recent_jobs)]
     recent_jobs: usize,
@@ -123,7 +132,60 @@ pub fn run(args: &Args) -> Result<()> {
     if args.verdict || (s.both_arms() && !args.no_compare) {
         print_verdict(args, &r)?;
     }
+    if !args.select.is_empty() {
+        print_selection(args, &r)?;
+    }
     Ok(())
+}
+
+/// The selector's choice on the recent traffic, one line.
+fn print_selection(args: &Args, r: &Replayed) -> Result<()> {
+    let spec = verdict_spec(args)?;
+    if !(args.hysteresis.is_finite() && (0.0..1.0).contains(&args.hysteresis)) {
+        bail!("--hysteresis: {} is not a share in [0, 1)", args.hysteresis);
+    }
+    let mut arms: Vec<String> = args
+        .heuristic_arm
+        .clone()
+        .or_else(|| r.summary.heuristic_arm())
+        .into_iter()
+        .collect();
+    for c in &args.select {
+        if !arms.contains(c) {
+            arms.push(c.clone());
+        }
+    }
+    let model = args
+        .model_arm
+        .clone()
+        .unwrap_or_else(|| default_model_arm(args));
+    if !arms.contains(&model) {
+        arms.push(model);
+    }
+    let before = arms.len() - 1;
+    let s = selection::select(r, &arms, before, args.hysteresis, &spec, &harness::build)
+        .context("the selector")?;
+    for warning in &s.warnings {
+        eprintln!("warning: {warning}");
+    }
+    outln!("{s}");
+    Ok(())
+}
+
+/// The recent traffic the verdict and the selector judge, from the flags.
+fn verdict_spec(args: &Args) -> Result<VerdictSpec> {
+    let spec = VerdictSpec {
+        recent_jobs: args.recent_jobs,
+        recent_hours: args.recent_hours,
+        window_jobs: args.window_jobs,
+        min_jobs: args.min_jobs,
+        seeds: args.seeds,
+        ..VerdictSpec::default()
+    };
+    if let Err(e) = spec.validate() {
+        bail!("{}: {}", e.field.flag(), e.message);
+    }
+    Ok(spec)
 }
 
 /// The model arm as the service decides by default (`deciding`), on `args.model`.
@@ -178,17 +240,7 @@ fn run_compare(
 /// The arm verdict on the recent traffic, one line (and the runs that left jobs unfinished,
 /// on stderr).
 fn print_verdict(args: &Args, r: &Replayed) -> Result<()> {
-    let spec = VerdictSpec {
-        recent_jobs: args.recent_jobs,
-        recent_hours: args.recent_hours,
-        window_jobs: args.window_jobs,
-        min_jobs: args.min_jobs,
-        seeds: args.seeds,
-        ..VerdictSpec::default()
-    };
-    if let Err(e) = spec.validate() {
-        bail!("{}: {}", e.field.flag(), e.message);
-    }
+    let spec = verdict_spec(args)?;
     let heuristic = match args
         .heuristic_arm
         .clone()

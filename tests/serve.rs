@@ -443,6 +443,29 @@ fn replay_gives_the_arm_verdict_losing_with_its_interval() {
         "{tie}"
     );
     assert!(tie.contains("difference 0 s [95% CI 0, 0]"), "{tie}");
+    // What the service's selector would follow among the heuristic arm, a candidate and the
+    // model arm: away from the losing model arm, to the heuristic arm, and why.
+    let chosen = replay(
+        &[
+            &[
+                "--no-compare",
+                "--select",
+                "fifo/fgd",
+                "--model-arm",
+                "fifo/best-fit",
+            ],
+            &window[..],
+        ]
+        .concat(),
+    );
+    assert!(
+        chosen.contains(
+            "select: following sjf/best-fit: switched from fifo/best-fit: sjf/best-fit - \
+             fifo/best-fit: -"
+        ) && chosen.contains("better on 6 and worse on 0 of 6 windows"),
+        "{chosen}"
+    );
+    assert!(!chosen.contains("arm verdict"), "{chosen}");
     // Too little recent traffic is said as such.
     let short = replay(&[
         "--no-compare",

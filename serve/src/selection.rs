@@ -11,7 +11,7 @@
 //! of the last hours are its sample of the hours ahead. Like the verdict, it reads only
 //! finished jobs' logged run times, never a running job's. Prints nothing.
 
-use crate::replay::ReplayError;
+use crate::replay::{ReplayError, Replayed};
 use crate::verdict::{self, VerdictError, VerdictSpec};
 use lachesis_agent::harness::{self, BuildPolicy, HarnessError, fmt_num};
 use lachesis_env::metrics::mean;
@@ -67,6 +67,29 @@ pub struct Selection {
 }
 
 impl Selection {
+    fn too_little(
+        arms: &[String],
+        before: usize,
+        hysteresis: f64,
+        spec: &VerdictSpec,
+        jobs: usize,
+    ) -> Selection {
+        Selection {
+            outcome: SelectOutcome::TooLittleTraffic,
+            arms: arms.to_vec(),
+            avg_jct_s: Vec::new(),
+            before,
+            following: before,
+            challenger: None,
+            hysteresis,
+            jobs,
+            min_jobs: spec.min_jobs,
+            windows: 0,
+            window_jobs: spec.window_jobs,
+            warnings: Vec::new(),
+        }
+    }
+
     /// The arm followed after this run.
     pub fn followed(&self) -> &str {
         &self.arms[self.following]
@@ -178,25 +201,26 @@ pub fn select_log(
     build: &BuildPolicy<'_>,
 ) -> Result<Selection, VerdictError> {
     spec.validate()?;
-    let too_little = |jobs| Selection {
-        outcome: SelectOutcome::TooLittleTraffic,
-        arms: arms.to_vec(),
-        avg_jct_s: Vec::new(),
-        before,
-        following: before,
-        challenger: None,
-        hysteresis,
-        jobs,
-        min_jobs: spec.min_jobs,
-        windows: 0,
-        window_jobs: spec.window_jobs,
-        warnings: Vec::new(),
-    };
+    let too_little = |jobs| Selection::too_little(arms, before, hysteresis, spec, jobs);
     let replayed = match crate::replay::replay(files) {
         Ok(r) => r,
         Err(ReplayError::Empty | ReplayError::NoFinishedJobs) => return Ok(too_little(0)),
         Err(e) => return Err(e.into()),
     };
+    select(&replayed, arms, before, hysteresis, spec, build)
+}
+
+/// The selector on a replayed log (`select_log` reads and replays the files first).
+pub fn select(
+    replayed: &Replayed,
+    arms: &[String],
+    before: usize,
+    hysteresis: f64,
+    spec: &VerdictSpec,
+    build: &BuildPolicy<'_>,
+) -> Result<Selection, VerdictError> {
+    spec.validate()?;
+    let too_little = |jobs| Selection::too_little(arms, before, hysteresis, spec, jobs);
     let recent = verdict::recent(&replayed.trace, replayed.end, spec);
     let options = harness::policy_options(&recent, 0, &PolicyConfig::default());
     for name in arms {
@@ -205,7 +229,7 @@ pub fn select_log(
     if recent.len() < spec.min_jobs {
         return Ok(too_little(recent.len()));
     }
-    let runs = verdict::run_windows(&replayed, &recent, arms, spec, build)?;
+    let runs = verdict::run_windows(replayed, &recent, arms, spec, build)?;
     let (following, challenger) = choose(&runs.avg_jct, before, hysteresis, spec.resamples);
     Ok(Selection {
         outcome: if following == before {
