@@ -372,6 +372,7 @@ impl GavelRounds {
             scale: &scale,
             capacity: &capacity,
             weights: &weights,
+            pairs: &[],
         };
         let lp = match self.objective {
             GavelObjective::MaxSum => Lp::MaxSum,
