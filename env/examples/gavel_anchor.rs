@@ -94,13 +94,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = &result.summary;
         println!(
             "{name}: avg JCT {:.2} h over jobs {from}..{to} ({} finished), \
-             preemptions {:.1} a job, all jobs avg JCT {:.2} h, shares {}, rejected {}, \
-             wall {:.1} s",
+             preemptions {:.1} a job, all jobs avg JCT {:.2} h, shares {}, GPUs allocated \
+             {:.1}%, rejected {}, wall {:.1} s",
             jcts.iter().sum::<f64>() / jcts.len().max(1) as f64,
             jcts.len(),
             preemptions as f64 / window.len() as f64,
             s.avg_jct_s / 3600.0,
             s.shares,
+            100.0 * s.gpu_alloc_rate,
             s.rejected_decisions,
             s.wall_s
         );
