@@ -2,10 +2,12 @@
 //! of `gavel-maxmin` for JOBS jobs of Gavel's generator on Gavel's cluster, solved exactly
 //! and with POP (k sub-problems, on one core and on all), with each answer's objective gap
 //! to the exact one. Targets: POP (k = 8) at most 1 s on one core, within 1% of exact.
+//! `--space-sharing` adds the pairs of 1-GPU jobs that gain from sharing a GPU
+//! (`gavel-maxmin-ss`'s LP); their number grows with the square of the jobs.
 
 use anyhow::{Context, Result, ensure};
 use lachesis_env::cluster::load_cluster;
-use lachesis_env::optim::{Allocation, Lp, Pop, Problem, Split};
+use lachesis_env::optim::{Allocation, Lp, Pair, Pop, Problem, Split, gaining_pairs};
 use lachesis_env::throughput::{Consolidation, load_table};
 use lachesis_env::trace::gavel_jobs::{GavelWorkload, gavel_workload};
 use std::time::Instant;
@@ -34,6 +36,10 @@ pub struct Args {
     /// The LP: `maxmin` (gavel-maxmin) or `maxsum` (gavel-maxsum).
     #[arg(long, default_value = "maxmin")]
     lp: String,
+    /// Add pair variables for 1-GPU jobs that gain from sharing a GPU, at the table's pair
+    /// rates (the `-ss` policies' LP).
+    #[arg(long)]
+    space_sharing: bool,
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -80,16 +86,27 @@ pub fn run(args: &Args) -> Result<()> {
         scale.push(f64::from(size));
     }
     let weights = vec![1.0; rows.len()];
+    let pairs = if args.space_sharing {
+        pairs_of(&trace, &table, &gpus, &rows)?
+    } else {
+        Vec::new()
+    };
     let p = Problem {
         throughputs: &rows,
         scale: &scale,
         capacity: &capacity,
         weights: &weights,
+        pairs: &pairs,
     };
     outln!(
-        "{lp:?} LP: {} jobs of {} on cluster gavel ({}), table gavel; median of {} solves\n",
+        "{lp:?} LP: {} jobs of {}{} on cluster gavel ({}), table gavel; median of {} solves\n",
         args.jobs,
         trace.name,
+        if args.space_sharing {
+            format!(", {} pairs", pairs.len())
+        } else {
+            String::new()
+        },
         cluster
             .models
             .iter()
@@ -138,6 +155,30 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The pairs of 1-GPU jobs of `trace` that gain from sharing a GPU of `gpus`, at the table's
+/// pair rates relative to each job's reference rate (what the policy's view gives).
+fn pairs_of(
+    trace: &lachesis_env::job::Trace,
+    table: &lachesis_env::throughput::ThroughputTable,
+    gpus: &[lachesis_env::throughput::TableGpu],
+    rows: &[Vec<f64>],
+) -> Result<Vec<Pair>> {
+    let mut workloads = Vec::with_capacity(trace.len());
+    for job in trace.jobs() {
+        let name = job.workload.as_ref().context("generated jobs are typed")?;
+        workloads.push(table.workload(name.as_str())?);
+    }
+    let one_gpu: Vec<usize> = (0..trace.len())
+        .filter(|i| trace.jobs()[*i].task.gpus == 1 && trace.jobs()[*i].tasks == 1)
+        .collect();
+    Ok(gaining_pairs(rows, &one_gpu, false, |a, b, j| {
+        let (wa, wb) = (workloads[a], workloads[b]);
+        let [ra, rb] = table.pair(wa, wb, gpus[j])?;
+        let reference = |w| table.reference_rate(w, 1).ok();
+        Some([ra / reference(wa)?, rb / reference(wb)?])
+    }))
 }
 
 fn verdict(met: bool) -> &'static str {

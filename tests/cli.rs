@@ -937,6 +937,38 @@ fn select_runs_in_simulate_and_compare_and_says_what_it_followed() {
 }
 
 #[test]
+fn gavel_space_sharing_runs_from_the_cli_and_shares_gpus() {
+    // 60 jobs on 12 GPUs: enough contention that the LP pairs jobs on GPUs.
+    let args = |policy: &'static str| {
+        vec![
+            "simulate",
+            "--generate",
+            "gavel:5.6:60:1",
+            "--cluster",
+            "1x4:V100+1x4:P100+1x4:K80",
+            "--throughputs",
+            "gavel",
+            "--config",
+            "docs/examples/gavel-sim.toml",
+            "--policy",
+            policy,
+            "--json",
+        ]
+    };
+    for policy in ["gavel-maxmin-ss", "gavel-maxmin-agnostic-ss"] {
+        let s = stdout_json(&args(policy));
+        assert_eq!(count(&s, "finished"), 60, "{policy}: {s}");
+        assert_eq!(count(&s, "rejected_decisions"), 0, "{policy}: {s}");
+        assert!(count(&s, "shares") > 0, "{policy} shared no GPU: {s}");
+    }
+    // Without a table there are no pair rates: refused, naming the flag.
+    let mut no_table = args("gavel-maxmin-ss");
+    no_table.retain(|a| *a != "--throughputs" && *a != "gavel");
+    let err = fails(&no_table);
+    assert_mentions(&err, &["gavel-maxmin-ss", "--throughputs"]);
+}
+
+#[test]
 fn generate_gavel_is_a_trace_source_for_simulate_and_compare() {
     let run = |spec: &str| {
         stdout_json(&[

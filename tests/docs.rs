@@ -352,8 +352,8 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
     (
         "docs/gavel.md",
         "simulate --generate gavel:4.0:7000:1",
-        "7,000 jobs under Gavel's rounds, twice: half a minute each in a release build \
-         (docs/perf/gavel.md has the figures)",
+        "7,000 jobs under Gavel's rounds, three times: half a minute each in a release \
+         build, minutes with space sharing (docs/perf/gavel.md has the figures)",
     ),
     (
         "docs/sweeps.md",

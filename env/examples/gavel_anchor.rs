@@ -9,6 +9,9 @@
 //!     [shuffle] [fill] [always] [policies=gavel-maxmin,gavel-maxmin-agnostic]
 //! ```
 //!
+//! `policies` may name the space-sharing variants (`gavel-maxmin-ss`, ...): the policies are
+//! built with Gavel's table, which gives them the pair rates.
+//!
 //! `restart`: seconds every (re)start pays (the simulator's default is 60; Gavel's simulator
 //! charges none); `round`, `reset`, `pop` (`pop_k`), `shuffle` (`shuffle_agnostic`), `fill`
 //! (`fill_unallocated`), `always`
@@ -19,6 +22,7 @@
 use lachesis_env::cluster::load_cluster;
 use lachesis_env::policy::{PolicyOptions, build_policy_with};
 use lachesis_env::sim::{SimConfig, Simulator};
+use lachesis_env::throughput::load_table;
 use lachesis_env::trace::gavel_jobs::{GavelWorkload, gavel_workload};
 use std::sync::Arc;
 
@@ -44,7 +48,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let to = (number("to", 5000.0)? as usize).min(jobs);
     let restart_s = number("restart", 0.0)?;
     let policies = option("policies").unwrap_or("gavel-maxmin,gavel-maxmin-agnostic".into());
-    let mut options = PolicyOptions::default();
+    let mut options = PolicyOptions {
+        throughputs: Some(Arc::new(load_table("gavel")?)),
+        ..PolicyOptions::default()
+    };
     options.gavel.round_s = number("round", options.gavel.round_s)?;
     options.gavel.reset_s = number("reset", options.gavel.reset_s)?;
     options.gavel.pop_k = number("pop", 1.0)? as usize;
@@ -87,11 +94,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = &result.summary;
         println!(
             "{name}: avg JCT {:.2} h over jobs {from}..{to} ({} finished), \
-             preemptions {:.1} a job, all jobs avg JCT {:.2} h, rejected {}, wall {:.1} s",
+             preemptions {:.1} a job, all jobs avg JCT {:.2} h, shares {}, GPUs allocated \
+             {:.1}%, rejected {}, wall {:.1} s",
             jcts.iter().sum::<f64>() / jcts.len().max(1) as f64,
             jcts.len(),
             preemptions as f64 / window.len() as f64,
             s.avg_jct_s / 3600.0,
+            s.shares,
+            100.0 * s.gpu_alloc_rate,
             s.rejected_decisions,
             s.wall_s
         );

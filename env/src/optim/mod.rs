@@ -14,6 +14,20 @@
 //! - `sum_j X[m][j] <= 1` (a job runs on one type at a time);
 //! - `sum_m scale[m] X[m][j] <= capacity[j]` (a type's GPUs are not over-committed).
 //!
+//! **Space sharing** (Gavel's `PolicyWithPacking`, `MaxMinFairnessPolicyWithPacking`): a
+//! problem may list job [`Pair`]s, each with its two rates when the jobs share a GPU of each
+//! type. A pair gets one variable per type, `Y[p][j]`, the fraction of time both run together
+//! on `j` (one variable for both jobs: the pair is consistent by construction). Then job `m`'s
+//! throughput is `sum_j T[m][j] X[m][j] + sum_{p ∋ m} R[p][m][j] Y[p][j]`, its time
+//! `sum_j X[m][j] + sum_{p ∋ m} sum_j Y[p][j] <= 1`, and a type's GPUs count a pair's
+//! scale factor once: `sum_m scale[m] X[m][j] + sum_p scale[p] Y[p][j] <= capacity[j]`.
+//! `Y[p][j] = 0` unless both jobs have the same scale factor (Gavel packs only those), both
+//! rates are > 0, both run alone on `j`, and the summed normalised rate `R[p][a][j] /
+//! T[a][j] + R[p][b][j] / T[b][j]` is above 1: below it, the two jobs alone, each for its
+//! normalised share of the pair's time, do the same work in no more GPU time and no more of
+//! their own, so the variable cannot improve any of these objectives (Gavel keeps it; the
+//! optimum is the same, the LP smaller).
+//!
 //! The solver's answer is projected back onto these constraints (rows and columns scaled
 //! down where an interior-point iterate overshoots by its tolerance), so callers can rely on
 //! them exactly.
@@ -25,6 +39,16 @@ use clarabel::algebra::CscMatrix;
 use clarabel::solver::{
     DefaultSettingsBuilder, DefaultSolver, IPSolver, SolverStatus, SupportedConeT,
 };
+
+/// Two jobs that may share GPUs (space sharing): their rates together, per type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pair {
+    /// The two jobs (rows of the problem), distinct.
+    pub jobs: [usize; 2],
+    /// Per GPU type: each job's throughput while the two share, in its row's unit; `[0, 0]`
+    /// where they cannot share.
+    pub rates: Vec<[f64; 2]>,
+}
 
 /// One allocation problem: `m` jobs (rows) on `n` GPU types (columns).
 #[derive(Debug, Clone, Copy)]
@@ -38,13 +62,18 @@ pub struct Problem<'a> {
     pub capacity: &'a [f64],
     /// Per job: its priority weight, > 0 (1 for all: plain fairness).
     pub weights: &'a [f64],
+    /// Job pairs that may share GPUs (space sharing); empty: none.
+    pub pairs: &'a [Pair],
 }
 
 /// What an allocation LP answered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allocation {
-    /// Per job, per GPU type: the fraction of time it should run there.
+    /// Per job, per GPU type: the fraction of time it should run there alone.
     pub x: Vec<Vec<f64>>,
+    /// Per pair of the problem, per GPU type: the fraction of time the two should share a
+    /// GPU there.
+    pub pairs: Vec<Vec<f64>>,
     /// The objective at `x`: the smallest normalised throughput (max-min) or the weighted
     /// sum of throughputs (max-sum).
     pub objective: f64,
@@ -134,6 +163,37 @@ impl Problem<'_> {
                 });
             }
         }
+        for (index, pair) in self.pairs.iter().enumerate() {
+            if pair.rates.len() != n {
+                return Err(AllocationError::Shape {
+                    what: "a pair's rates",
+                    expected: n,
+                    got: pair.rates.len(),
+                });
+            }
+            let [a, b] = pair.jobs;
+            if a >= m || b >= m || a == b {
+                return Err(AllocationError::Value {
+                    what: "pairs",
+                    index,
+                    value: a.max(b) as f64,
+                    rule: "two distinct job rows",
+                });
+            }
+            if let Some(&value) = pair
+                .rates
+                .iter()
+                .flatten()
+                .find(|v| !(v.is_finite() && **v >= 0.0))
+            {
+                return Err(AllocationError::Value {
+                    what: "pair rates",
+                    index,
+                    value,
+                    rule: "finite and >= 0",
+                });
+            }
+        }
         Ok(())
     }
 
@@ -149,13 +209,126 @@ impl Problem<'_> {
         self.throughputs[m][j] > 0.0 && self.scale[m] <= holds[j]
     }
 
-    /// The (job, type) pairs that get a variable, row by row.
-    fn variables(&self, holds: &[f64]) -> Vec<(usize, usize)> {
-        (0..self.jobs())
+    /// Whether pair `p` may share type `j` (see the module docs): both jobs usable there
+    /// alone, of one scale factor, both pair rates > 0 and their normalised sum above 1.
+    fn pair_usable_within(&self, holds: &[f64], p: usize, j: usize) -> bool {
+        let pair = &self.pairs[p];
+        let [a, b] = pair.jobs;
+        let [ra, rb] = pair.rates[j];
+        self.usable_within(holds, a, j)
+            && self.usable_within(holds, b, j)
+            && self.scale[a] == self.scale[b]
+            && ra > 0.0
+            && rb > 0.0
+            && ra / self.throughputs[a][j] + rb / self.throughputs[b][j] > 1.0
+    }
+
+    /// The variables: each usable (job, type), row by row, then each usable (pair, type).
+    fn variables(&self, holds: &[f64]) -> Vec<Var> {
+        let singles = (0..self.jobs())
             .flat_map(|m| (0..self.types()).map(move |j| (m, j)))
             .filter(|(m, j)| self.usable_within(holds, *m, *j))
-            .collect()
+            .map(|(m, j)| Var {
+                members: [(m, self.throughputs[m][j]); 2],
+                len: 1,
+                pair: None,
+                j,
+                gpus: self.scale[m],
+            });
+        let pairs = (0..self.pairs.len())
+            .flat_map(|p| (0..self.types()).map(move |j| (p, j)))
+            .filter(|(p, j)| self.pair_usable_within(holds, *p, *j))
+            .map(|(p, j)| {
+                let pair = &self.pairs[p];
+                let [a, b] = pair.jobs;
+                let [ra, rb] = pair.rates[j];
+                Var {
+                    members: [(a, ra), (b, rb)],
+                    len: 2,
+                    pair: Some(p),
+                    j,
+                    gpus: self.scale[a],
+                }
+            });
+        singles.chain(pairs).collect()
     }
+}
+
+/// One LP variable: the time share of one job alone, or of a pair together, on one type.
+#[derive(Debug, Clone, Copy)]
+struct Var {
+    /// Per member (the first `len`): the job and its throughput in this combination.
+    members: [(usize, f64); 2],
+    /// 1 for a job alone, 2 for a pair.
+    len: usize,
+    /// The pair's index in the problem; `None` for a job alone.
+    pair: Option<usize>,
+    /// The GPU type.
+    j: usize,
+    /// GPUs the combination holds (its scale factor).
+    gpus: f64,
+}
+
+impl Var {
+    fn members(&self) -> &[(usize, f64)] {
+        &self.members[..self.len]
+    }
+}
+
+/// The pairs among `jobs` (rows of `rows`, their rates alone) that gain from sharing some
+/// type: `pair_rates(a, b, j)` gives the two rates together on type `j` (`None`: they cannot
+/// share there), and a pair is kept when on some type where both run alone their rates
+/// together, each relative to its rate alone, add up to more than 1 (below that the LP gives
+/// the pair no time there: see the module docs). `relative`: each pair rate given relative
+/// to the job's rate alone on that type (Gavel's agnostic view, rates alone all 1), else as
+/// `pair_rates` gives it.
+pub fn gaining_pairs(
+    rows: &[Vec<f64>],
+    jobs: &[usize],
+    relative: bool,
+    pair_rates: impl Fn(usize, usize, usize) -> Option<[f64; 2]>,
+) -> Vec<Pair> {
+    let mut pairs = Vec::new();
+    for (k, &a) in jobs.iter().enumerate() {
+        for &b in &jobs[k + 1..] {
+            let mut gains = false;
+            let rates: Vec<[f64; 2]> = (0..rows[a].len())
+                .map(|j| {
+                    let alone = [rows[a][j], rows[b][j]];
+                    let Some(pair) =
+                        pair_rates(a, b, j).filter(|_| alone[0] > 0.0 && alone[1] > 0.0)
+                    else {
+                        return [0.0; 2];
+                    };
+                    let normalised = [pair[0] / alone[0], pair[1] / alone[1]];
+                    gains |= normalised[0] + normalised[1] > 1.0;
+                    if relative { normalised } else { pair }
+                })
+                .collect();
+            if gains {
+                pairs.push(Pair {
+                    jobs: [a, b],
+                    rates,
+                });
+            }
+        }
+    }
+    pairs
+}
+
+/// Each job's throughput under `x` (alone) and `pairs` (sharing), in its row's unit.
+pub fn job_throughputs(p: &Problem<'_>, x: &[Vec<f64>], pairs: &[Vec<f64>]) -> Vec<f64> {
+    let mut out: Vec<f64> = (0..p.jobs())
+        .map(|m| (0..p.types()).map(|j| p.throughputs[m][j] * x[m][j]).sum())
+        .collect();
+    for (pair, y) in p.pairs.iter().zip(pairs) {
+        for (j, share) in y.iter().enumerate() {
+            for (k, job) in pair.jobs.iter().enumerate() {
+                out[*job] += pair.rates[j][k] * share;
+            }
+        }
+    }
+    out
 }
 
 /// Each job's throughput under Gavel's equal share (`policies/proportional.py`): every job
@@ -195,9 +368,7 @@ pub fn max_min_fairness(p: &Problem<'_>) -> Result<Allocation, AllocationError> 
 fn max_min_within(p: &Problem<'_>, holds: &[f64]) -> Result<Allocation, AllocationError> {
     let share = equal_share_within(p, holds);
     let vars = p.variables(holds);
-    let coef = |m: usize, j: usize| {
-        p.scale[m] * p.throughputs[m][j] / (p.weights[m] * share[m].max(f64::MIN_POSITIVE))
-    };
+    let coef = |m: usize, t: f64| p.scale[m] * t / (p.weights[m] * share[m].max(f64::MIN_POSITIVE));
     solve(p, &vars, Objective::MaxMin(&coef))
 }
 
@@ -212,7 +383,7 @@ pub fn max_sum_throughput(p: &Problem<'_>) -> Result<Allocation, AllocationError
 
 fn max_sum_within(p: &Problem<'_>, holds: &[f64]) -> Result<Allocation, AllocationError> {
     let vars = p.variables(holds);
-    let coef = |m: usize, j: usize| p.weights[m] * p.throughputs[m][j];
+    let coef = |m: usize, t: f64| p.weights[m] * t;
     solve(p, &vars, Objective::MaxSum(&coef))
 }
 
@@ -256,7 +427,7 @@ pub fn min_makespan(p: &Problem<'_>, remaining: &[f64]) -> Result<Allocation, Al
         "a finite number > 0",
     )?;
     let vars = p.variables(p.capacity);
-    let coef = |m: usize, j: usize| p.throughputs[m][j] / remaining[m];
+    let coef = |m: usize, t: f64| t / remaining[m];
     let mut a = solve(p, &vars, Objective::MaxMin(&coef))?;
     a.objective = if a.objective > 0.0 {
         1.0 / a.objective
@@ -324,7 +495,7 @@ pub fn finish_time_fairness(
             }
             need[m] = progress.remaining[m] / slack;
         }
-        let coef = |m: usize, j: usize| p.throughputs[m][j] / need[m];
+        let coef = |m: usize, t: f64| t / need[m];
         let a = solve(p, &vars, Objective::MaxMin(&coef))?;
         Ok((a.objective >= 1.0 - 1e-7).then_some(a))
     };
@@ -418,31 +589,23 @@ impl Lp {
         }
     }
 
-    /// This LP's objective at `x` on the whole problem `p` (a POP allocation is judged by
-    /// the exact problem's objective, so the two compare).
-    pub fn objective(self, p: &Problem<'_>, x: &[Vec<f64>]) -> f64 {
+    /// This LP's objective at `x` (alone) and `pairs` (sharing) on the whole problem `p` (a
+    /// POP allocation is judged by the exact problem's objective, so the two compare).
+    pub fn objective(self, p: &Problem<'_>, x: &[Vec<f64>], pairs: &[Vec<f64>]) -> f64 {
+        let done = job_throughputs(p, x, pairs);
         let rows = || (0..p.jobs()).filter(|m| (0..p.types()).any(|j| p.usable(*m, j)));
         match self {
             Lp::MaxMin => {
                 let share = equal_share_throughputs(p);
                 let least = rows()
                     .map(|m| {
-                        let c = p.scale[m] / (p.weights[m] * share[m].max(f64::MIN_POSITIVE));
-                        (0..p.types())
-                            .map(|j| c * p.throughputs[m][j] * x[m][j])
-                            .sum::<f64>()
+                        p.scale[m] * done[m] / (p.weights[m] * share[m].max(f64::MIN_POSITIVE))
                     })
                     .fold(f64::INFINITY, f64::min);
                 // No job runs anywhere: 0, as the solve answers.
                 if least.is_finite() { least } else { 0.0 }
             }
-            Lp::MaxSum => rows()
-                .map(|m| {
-                    (0..p.types())
-                        .map(|j| p.weights[m] * p.throughputs[m][j] * x[m][j])
-                        .sum::<f64>()
-                })
-                .sum(),
+            Lp::MaxSum => rows().map(|m| p.weights[m] * done[m]).sum(),
         }
     }
 }
@@ -453,7 +616,8 @@ impl Lp {
 /// `k` sub-problems, each given `1/k` of every GPU type, and each sub-problem is solved on
 /// its own (on rayon's pool: in parallel where cores allow). The union of the sub-allocations
 /// is feasible for the whole problem (each row is one sub-problem's row; each type's `k`
-/// shares add up to its capacity).
+/// shares add up to its capacity). A pair is kept where both its jobs fall in one
+/// sub-problem, and dropped (no shared time) otherwise.
 ///
 /// Two departures from POP's code, both to keep the answer close to the exact one: by
 /// default jobs are split [`Split::Stratified`], so that each sub-problem is a near copy of
@@ -533,30 +697,59 @@ impl Pop {
         }
         let groups = self.split.groups(p, self.k, self.seed);
         let share: Vec<f64> = p.capacity.iter().map(|c| c / self.k as f64).collect();
+        // Per job: its sub-problem and its row there.
+        let mut slot = vec![(0, 0); m];
+        for (g, jobs) in groups.iter().enumerate() {
+            for (row, i) in jobs.iter().enumerate() {
+                slot[*i] = (g, row);
+            }
+        }
+        // Per sub-problem: its pairs, each with its index in `p.pairs`.
+        let mut sub_pairs: Vec<Vec<(usize, Pair)>> = vec![Vec::new(); groups.len()];
+        for (index, pair) in p.pairs.iter().enumerate() {
+            let [(ga, a), (gb, b)] = pair.jobs.map(|i| slot[i]);
+            if ga == gb {
+                let jobs = [a, b];
+                let rates = pair.rates.clone();
+                sub_pairs[ga].push((index, Pair { jobs, rates }));
+            }
+        }
         let parts: Vec<Result<Allocation, AllocationError>> = groups
             .par_iter()
-            .map(|jobs| {
+            .zip(&sub_pairs)
+            .map(|(jobs, pairs)| {
                 let pick = |v: &[f64]| jobs.iter().map(|i| v[*i]).collect::<Vec<f64>>();
                 let throughputs: Vec<Vec<f64>> =
                     jobs.iter().map(|i| p.throughputs[*i].clone()).collect();
                 let (scale, weights) = (pick(p.scale), pick(p.weights));
+                let pairs: Vec<Pair> = pairs.iter().map(|(_, pair)| pair.clone()).collect();
                 let sub = Problem {
                     throughputs: &throughputs,
                     scale: &scale,
                     capacity: &share,
                     weights: &weights,
+                    pairs: &pairs,
                 };
                 lp.solve_within(&sub, p.capacity)
             })
             .collect();
         let mut x = vec![vec![0.0; p.types()]; m];
-        for (jobs, part) in groups.iter().zip(parts) {
-            for (i, row) in jobs.iter().zip(part?.x) {
+        let mut y = vec![vec![0.0; p.types()]; p.pairs.len()];
+        for ((jobs, pairs), part) in groups.iter().zip(&sub_pairs).zip(parts) {
+            let part = part?;
+            for (i, row) in jobs.iter().zip(part.x) {
                 x[*i] = row;
             }
+            for ((index, _), row) in pairs.iter().zip(part.pairs) {
+                y[*index] = row;
+            }
         }
-        let objective = lp.objective(p, &x);
-        Ok(Allocation { x, objective })
+        let objective = lp.objective(p, &x, &y);
+        Ok(Allocation {
+            x,
+            pairs: y,
+            objective,
+        })
     }
 }
 
@@ -575,23 +768,29 @@ pub fn agnostic(throughputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
 }
 
 enum Objective<'f> {
-    /// Maximise the smallest `sum_j c(m, j) X[m][j]` over jobs with a variable.
-    MaxMin(&'f dyn Fn(usize, usize) -> f64),
-    /// Maximise `sum c(m, j) X[m][j]`.
-    MaxSum(&'f dyn Fn(usize, usize) -> f64),
+    /// Maximise the smallest `sum c(m, t) X` over jobs with a variable, `t` the job's
+    /// throughput in each variable's combination.
+    MaxMin(&'f dyn Fn(usize, f64) -> f64),
+    /// Maximise `sum c(m, t) X` over every job of every variable.
+    MaxSum(&'f dyn Fn(usize, f64) -> f64),
 }
 
 /// Builds and solves the LP over `vars` (plus `t` for max-min) in Clarabel's form: minimise
 /// `q'x` subject to `A x + s = b`, `s >= 0`.
 fn solve(
     p: &Problem<'_>,
-    vars: &[(usize, usize)],
+    vars: &[Var],
     objective: Objective<'_>,
 ) -> Result<Allocation, AllocationError> {
     let (m, n) = (p.jobs(), p.types());
     let mut x = vec![vec![0.0; n]; m];
+    let mut y = vec![vec![0.0; n]; p.pairs.len()];
     if vars.is_empty() {
-        return Ok(Allocation { x, objective: 0.0 });
+        return Ok(Allocation {
+            x,
+            pairs: y,
+            objective: 0.0,
+        });
     }
     let nv = vars.len();
     let with_t = matches!(objective, Objective::MaxMin(_));
@@ -610,12 +809,15 @@ fn solve(
         b.push(0.0);
         row += 1;
     }
-    // Per job: sum_j X <= 1 (and, for max-min, t - sum_j c X <= 0).
+    // Per job: the time of every combination with it <= 1 (and, for max-min,
+    // t - sum c X <= 0).
     let mut job_vars: Vec<Vec<usize>> = vec![Vec::new(); m];
     let mut type_vars: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (v, (mi, j)) in vars.iter().enumerate() {
-        job_vars[*mi].push(v);
-        type_vars[*j].push(v);
+    for (v, var) in vars.iter().enumerate() {
+        for (mi, _) in var.members() {
+            job_vars[*mi].push(v);
+        }
+        type_vars[var.j].push(v);
     }
     for vs in job_vars.iter().filter(|vs| !vs.is_empty()) {
         for v in vs {
@@ -624,33 +826,40 @@ fn solve(
         b.push(1.0);
         row += 1;
     }
-    // Per type: sum_m scale X <= capacity.
+    // Per type: the GPUs of every combination there <= capacity.
     for (j, vs) in type_vars.iter().enumerate() {
         if vs.is_empty() {
             continue;
         }
         for v in vs {
-            push(row, *v, p.scale[vars[*v].0]);
+            push(row, *v, vars[*v].gpus);
         }
         b.push(p.capacity[j]);
         row += 1;
     }
+    // Job `mi`'s throughput in variable `v`.
+    let rate = |mi: usize, v: usize| {
+        vars[v]
+            .members()
+            .iter()
+            .find(|(job, _)| *job == mi)
+            .map_or(0.0, |(_, t)| *t)
+    };
     match objective {
         Objective::MaxMin(c) => {
             q[nv] = -1.0;
-            for vs in job_vars.iter().filter(|vs| !vs.is_empty()) {
+            for (mi, vs) in job_vars.iter().enumerate().filter(|(_, vs)| !vs.is_empty()) {
                 push(row, nv, 1.0);
                 for v in vs {
-                    let (mi, j) = vars[*v];
-                    push(row, *v, -c(mi, j));
+                    push(row, *v, -c(mi, rate(mi, *v)));
                 }
                 b.push(0.0);
                 row += 1;
             }
         }
         Objective::MaxSum(c) => {
-            for (v, (mi, j)) in vars.iter().enumerate() {
-                q[v] = -c(*mi, *j);
+            for (v, var) in vars.iter().enumerate() {
+                q[v] = -var.members().iter().map(|(mi, t)| c(*mi, *t)).sum::<f64>();
             }
         }
     }
@@ -669,39 +878,86 @@ fn solve(
     if !matches!(status, SolverStatus::Solved | SolverStatus::AlmostSolved) {
         return Err(AllocationError::Solver(format!("status {status:?}")));
     }
-    for (v, (mi, j)) in vars.iter().enumerate() {
-        x[*mi][*j] = solver.solution.x[v].clamp(0.0, 1.0);
+    for (v, var) in vars.iter().enumerate() {
+        let value = solver.solution.x[v].clamp(0.0, 1.0);
+        match var.pair {
+            Some(pi) => y[pi][var.j] = value,
+            None => x[var.members[0].0][var.j] = value,
+        }
     }
-    project(p, &mut x);
+    project(p, &mut x, &mut y);
     let value = match objective {
         Objective::MaxMin(c) => job_vars
             .iter()
             .enumerate()
             .filter(|(_, vs)| !vs.is_empty())
-            .map(|(mi, _)| (0..n).map(|j| c(mi, j) * x[mi][j]).sum::<f64>())
+            .map(|(mi, vs)| {
+                vs.iter()
+                    .map(|v| c(mi, rate(mi, *v)) * at(&x, &y, &vars[*v]))
+                    .sum::<f64>()
+            })
             .fold(f64::INFINITY, f64::min),
-        Objective::MaxSum(c) => vars.iter().map(|(mi, j)| c(*mi, *j) * x[*mi][*j]).sum(),
+        Objective::MaxSum(c) => vars
+            .iter()
+            .map(|var| {
+                let share = at(&x, &y, var);
+                var.members()
+                    .iter()
+                    .map(|(mi, t)| c(*mi, *t) * share)
+                    .sum::<f64>()
+            })
+            .sum(),
     };
     Ok(Allocation {
         x,
+        pairs: y,
         objective: value,
     })
 }
 
+/// The value of `var` in the allocation `x` (alone), `y` (pairs).
+fn at(x: &[Vec<f64>], y: &[Vec<f64>], var: &Var) -> f64 {
+    match var.pair {
+        Some(pi) => y[pi][var.j],
+        None => x[var.members[0].0][var.j],
+    }
+}
+
 /// Scales rows, then columns, down to the constraints (an interior-point answer meets them
-/// only to its tolerance); scaling down keeps every other constraint met.
-fn project(p: &Problem<'_>, x: &mut [Vec<f64>]) {
-    for row in x.iter_mut() {
-        let sum: f64 = row.iter().sum();
-        if sum > 1.0 {
-            row.iter_mut().for_each(|v| *v /= sum);
+/// only to its tolerance); scaling down keeps every other constraint met. A pair's time is
+/// scaled by the smaller factor of its two jobs' rows.
+fn project(p: &Problem<'_>, x: &mut [Vec<f64>], y: &mut [Vec<f64>]) {
+    let mut time: Vec<f64> = x.iter().map(|row| row.iter().sum()).collect();
+    for (pair, row) in p.pairs.iter().zip(y.iter()) {
+        let total: f64 = row.iter().sum();
+        for job in pair.jobs {
+            time[job] += total;
         }
     }
+    let factor: Vec<f64> = time
+        .iter()
+        .map(|t| if *t > 1.0 { 1.0 / t } else { 1.0 })
+        .collect();
+    for (row, f) in x.iter_mut().zip(&factor) {
+        row.iter_mut().for_each(|v| *v *= f);
+    }
+    for (pair, row) in p.pairs.iter().zip(y.iter_mut()) {
+        let f = factor[pair.jobs[0]].min(factor[pair.jobs[1]]);
+        row.iter_mut().for_each(|v| *v *= f);
+    }
     for j in 0..p.types() {
-        let used: f64 = x.iter().zip(p.scale).map(|(row, s)| row[j] * s).sum();
+        let alone: f64 = x.iter().zip(p.scale).map(|(row, s)| row[j] * s).sum();
+        let shared: f64 = p
+            .pairs
+            .iter()
+            .zip(y.iter())
+            .map(|(pair, row)| row[j] * p.scale[pair.jobs[0]])
+            .sum();
+        let used = alone + shared;
         if used > p.capacity[j] && used > 0.0 {
             let f = p.capacity[j] / used;
             x.iter_mut().for_each(|row| row[j] *= f);
+            y.iter_mut().for_each(|row| row[j] *= f);
         }
     }
 }

@@ -17,6 +17,7 @@ fn problem<'a>(
         scale,
         capacity,
         weights,
+        pairs: &[],
     }
 }
 
@@ -204,7 +205,7 @@ fn bad_input_is_a_typed_error() {
     assert!(matches!(err, Err(AllocationError::Shape { .. })));
 }
 
-fn instance() -> impl Strategy<Value = (Vec<Vec<f64>>, Vec<f64>, Vec<f64>, Vec<f64>)> {
+fn instance() -> impl Strategy<Value = Instance> {
     (1usize..4, 1usize..14).prop_flat_map(|(n, m)| {
         let rate = prop_oneof![Just(0.0), 0.05f64..20.0];
         (
@@ -268,8 +269,8 @@ fn pop_is_feasible_and_close_to_the_exact_solve() {
             .unwrap();
             assert_feasible(&p, &pop);
             // The objective is the whole problem's, at the union of the sub-allocations.
-            assert!((lp.objective(&p, &pop.x) - pop.objective).abs() < 1e-12);
-            assert!((lp.objective(&p, &exact.x) - exact.objective).abs() < 1e-9);
+            assert!((lp.objective(&p, &pop.x, &pop.pairs) - pop.objective).abs() < 1e-12);
+            assert!((lp.objective(&p, &exact.x, &exact.pairs) - exact.objective).abs() < 1e-9);
             let gap = 1.0 - pop.objective / exact.objective;
             assert!(
                 gap > -1e-5,
@@ -412,4 +413,193 @@ fn finish_time_fairness_oracle_table() {
             ..
         })
     ));
+}
+
+/// `problem` with job pairs.
+fn packed<'a>(
+    throughputs: &'a [Vec<f64>],
+    scale: &'a [f64],
+    capacity: &'a [f64],
+    weights: &'a [f64],
+    pairs: &'a [Pair],
+) -> Problem<'a> {
+    Problem {
+        pairs,
+        ..problem(throughputs, scale, capacity, weights)
+    }
+}
+
+/// The constraints with pairs (module docs): every pair's time in [0, 1], 0 where it may
+/// not share; each job's time alone and in its pairs at most 1; a type's GPUs counting each
+/// pair once.
+fn assert_feasible_packed(p: &Problem<'_>, a: &Allocation) {
+    assert_eq!(a.pairs.len(), p.pairs.len());
+    let mut time: Vec<f64> = row_sums(&a.x);
+    let mut used: Vec<f64> = (0..p.capacity.len())
+        .map(|j| a.x.iter().zip(p.scale).map(|(r, s)| r[j] * s).sum())
+        .collect();
+    for (i, (pair, y)) in p.pairs.iter().zip(&a.pairs).enumerate() {
+        for (j, v) in y.iter().enumerate() {
+            assert!((0.0..=1.0).contains(v), "Y[{i}][{j}] = {v}");
+            if !p.pair_usable_within(p.capacity, i, j) {
+                assert_eq!(*v, 0.0, "Y[{i}][{j}] where the pair may not share");
+            }
+            used[j] += v * p.scale[pair.jobs[0]];
+            for job in pair.jobs {
+                time[job] += v;
+            }
+        }
+    }
+    for (m, t) in time.iter().enumerate() {
+        assert!(*t <= 1.0 + 1e-9, "job {m}: time {t}");
+    }
+    for (j, u) in used.iter().enumerate() {
+        assert!(*u <= p.capacity[j] * (1.0 + 1e-9) + 1e-12, "type {j}: {u}");
+    }
+}
+
+#[test]
+fn two_jobs_that_pack_well_share_the_gpu() {
+    // One GPU, two 1-GPU jobs at rate 1 alone, 0.8 each together (summed normalised rate
+    // 1.6). Equal share 1 each. Max-min: min(x0 + 0.8 y, x1 + 0.8 y) with x0 + x1 + y <= 1
+    // (the GPU) and x_m + y <= 1: y = 1 gives 0.8 each; alone they get 0.5 each.
+    let t = vec![vec![1.0], vec![1.0]];
+    let (scale, cap, w) = (vec![1.0; 2], vec![1.0], vec![1.0; 2]);
+    let pairs = vec![Pair {
+        jobs: [0, 1],
+        rates: vec![[0.8, 0.8]],
+    }];
+    let p = packed(&t, &scale, &cap, &w, &pairs);
+    let a = max_min_fairness(&p).unwrap();
+    assert_feasible_packed(&p, &a);
+    assert!((a.pairs[0][0] - 1.0).abs() < TOL, "{a:?}");
+    assert!(close(&a.x, &[vec![0.0], vec![0.0]]), "{a:?}");
+    assert!((a.objective - 0.8).abs() < TOL, "{a:?}");
+    // Max-sum: x0 + x1 + 1.6 y under the same GPU: y = 1, 1.6.
+    let a = max_sum_throughput(&p).unwrap();
+    assert!((a.pairs[0][0] - 1.0).abs() < TOL, "{a:?}");
+    assert!((a.objective - 1.6).abs() < TOL, "{a:?}");
+    // Together 0.5 + 0.4 = 0.9 < 1: worse than taking turns; no shared time, 1/2 each.
+    let pairs = vec![Pair {
+        jobs: [0, 1],
+        rates: vec![[0.5, 0.4]],
+    }];
+    let p = packed(&t, &scale, &cap, &w, &pairs);
+    let a = max_min_fairness(&p).unwrap();
+    assert_eq!(a.pairs[0][0], 0.0);
+    assert!(close(&a.x, &[vec![0.5], vec![0.5]]), "{a:?}");
+}
+
+#[test]
+fn a_pair_shares_only_where_that_beats_running_alone_and_sizes_must_match() {
+    // Two types of 1 GPU: on type 0 the pair gains (0.9 + 0.9), on type 1 it does not
+    // (0.3 + 0.3). Jobs run at 1 alone on both: equal share 1 each. Best: the pair shares
+    // type 0 all the time (0.9 each) and nothing else fits their time: 0.9.
+    let t = vec![vec![1.0, 1.0], vec![1.0, 1.0]];
+    let (scale, cap, w) = (vec![1.0; 2], vec![1.0, 1.0], vec![1.0; 2]);
+    let pairs = vec![Pair {
+        jobs: [0, 1],
+        rates: vec![[0.9, 0.9], [0.3, 0.3]],
+    }];
+    let p = packed(&t, &scale, &cap, &w, &pairs);
+    let a = max_min_fairness(&p).unwrap();
+    assert_feasible_packed(&p, &a);
+    // Alone each job could have a whole type (1.0 > 0.9): the LP must not pack then.
+    assert!((a.objective - 1.0).abs() < TOL, "{a:?}");
+    assert!(a.pairs[0][1] < TOL, "{a:?}");
+    // Gavel packs only jobs of one scale factor.
+    let (scale2, cap2) = (vec![1.0, 2.0], vec![2.0, 2.0]);
+    let p = packed(&t, &scale2, &cap2, &w, &pairs);
+    let a = max_min_fairness(&p).unwrap();
+    assert_eq!(a.pairs[0], vec![0.0, 0.0]);
+}
+
+#[test]
+fn bad_pairs_are_typed_errors() {
+    let t = vec![vec![1.0], vec![1.0]];
+    let (scale, cap, w) = (vec![1.0; 2], vec![1.0], vec![1.0; 2]);
+    for (pair, what) in [
+        (
+            Pair {
+                jobs: [0, 2],
+                rates: vec![[1.0, 1.0]],
+            },
+            "pairs[0]",
+        ),
+        (
+            Pair {
+                jobs: [1, 1],
+                rates: vec![[1.0, 1.0]],
+            },
+            "pairs[0]",
+        ),
+        (
+            Pair {
+                jobs: [0, 1],
+                rates: vec![[f64::NAN, 1.0]],
+            },
+            "pair rates[0]",
+        ),
+        (
+            Pair {
+                jobs: [0, 1],
+                rates: vec![],
+            },
+            "a pair's rates",
+        ),
+    ] {
+        let pairs = [pair];
+        let err = max_min_fairness(&packed(&t, &scale, &cap, &w, &pairs)).unwrap_err();
+        assert!(err.to_string().contains(what), "{err}");
+    }
+}
+
+/// Throughputs, scale factors, capacities, weights.
+type Instance = (Vec<Vec<f64>>, Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// An instance with pairs: every pair of distinct jobs drawn, with random rates.
+fn packed_instance() -> impl Strategy<Value = (Instance, Vec<Pair>)> {
+    instance().prop_flat_map(|inst| {
+        let (m, n) = (inst.0.len(), inst.2.len());
+        let rate = prop_oneof![Just(0.0), 0.05f64..20.0];
+        let pair = (0..m, 0..m, prop::collection::vec([rate.clone(), rate], n))
+            .prop_filter("two distinct jobs", |(a, b, _)| a != b)
+            .prop_map(|(a, b, rates)| Pair {
+                jobs: [a, b],
+                rates,
+            });
+        let pairs = if m < 2 {
+            Just(Vec::new()).boxed()
+        } else {
+            prop::collection::vec(pair, 0..12).boxed()
+        };
+        (Just(inst), pairs)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn packed_allocations_are_feasible_and_consistent(((t, scale, cap, w), pairs) in packed_instance(), k in 1usize..4, seed in 0u64..4) {
+        let p = packed(&t, &scale, &cap, &w, &pairs);
+        let alone = problem(&t, &scale, &cap, &w);
+        for lp in [Lp::MaxMin, Lp::MaxSum] {
+            let a = lp.solve(&p).expect("a well-formed instance solves");
+            assert_feasible_packed(&p, &a);
+            assert_feasible(&alone, &Allocation { pairs: Vec::new(), ..a.clone() });
+            // Pair consistency: the objective the solver reports is the one both jobs of
+            // every pair see from the same shared time.
+            let judged = lp.objective(&p, &a.x, &a.pairs);
+            prop_assert!((judged - a.objective).abs() <= 1e-9 * judged.abs().max(1.0));
+            // Pairs only add choices.
+            let without = lp.solve(&alone).expect("solves");
+            prop_assert!(a.objective >= without.objective * (1.0 - 1e-5) - 1e-6);
+            let pop = Pop { k, seed, split: Split::Stratified }.solve(lp, &p).expect("solves");
+            assert_feasible_packed(&p, &pop);
+            prop_assert!(pop.objective <= a.objective * (1.0 + 1e-5) + 1e-6);
+        }
+        let flat = agnostic(&t);
+        let p = packed(&flat, &scale, &cap, &w, &pairs);
+        assert_feasible_packed(&p, &max_min_fairness(&p).expect("solves"));
+    }
 }

@@ -26,6 +26,16 @@
 //!
 //! - **POP** (`[gavel] pop_k = 8`): the allocation LP split into `pop_k` sub-problems
 //!   solved independently ([`optim::Pop`]); 1 (the default) solves it exactly.
+//! - **Space sharing** (the `-ss` names; Gavel's `*_packed` policies): the LP also gets a
+//!   variable per pair of active 1-GPU typed jobs that the table lets share a GPU
+//!   ([`optim::Pair`]; the `-agnostic` one sees each pair rate relative to the job's rate
+//!   alone on that model). A pair is ranked like a job, by its own time received together;
+//!   a chosen pair takes one GPU: one job is placed (or keeps its GPU, when it already runs
+//!   alone there on that model) and the other starts on the same GPU through the
+//!   simulator's sharing (`Decision::shares`, as the `colocate` modifier). A pair chosen
+//!   again on the GPU it shares keeps it. When one job of a pair leaves, its time together
+//!   goes to the other's time alone until the next recomputation (Gavel's
+//!   `_allocation_thread`).
 //!
 //! The policy keeps its own round clock; run with `tick_s = round_s` (the CLI's default for
 //! these names) so that it is asked at every round while jobs wait. It never reads a job's
@@ -35,6 +45,7 @@
 
 use super::context::DecisionContext;
 use super::heuristic::{Placer, Rated, StrategyPlacer};
+use super::modifier::one_gpu;
 use super::place::restricted_to;
 use super::planner::Planner;
 use super::{Decision, Placement, Policy, PolicyError};
@@ -169,13 +180,44 @@ pub struct GavelRounds {
     last_seen: Option<SimTime>,
     /// The allocation: per job in it, per cluster GPU model.
     x: BTreeMap<JobId, Vec<f64>>,
+    /// Whether the LP may pair jobs on one GPU (the `-ss` names).
+    space_sharing: bool,
+    /// The allocation of job pairs (lower id first) sharing a GPU, per cluster GPU model;
+    /// only pairs with some time.
+    pairs: BTreeMap<(JobId, JobId), Vec<f64>>,
     /// Jobs of the allocation that no single GPU model can hold (a gang larger than every
     /// model, or rated nowhere): outside the rounds, started best fit when they fit.
     outside: BTreeSet<JobId>,
     /// Whether the active job set changed since the allocation was computed.
     stale: bool,
-    books: BTreeMap<JobId, Received>,
+    /// Time received by each combination: a job alone `(id, None)`, or a pair sharing a
+    /// GPU `(lower id, Some(higher id))`.
+    books: BTreeMap<Combo, Received>,
     placer: Rated<StrategyPlacer>,
+}
+
+/// A job alone, `(id, None)`, or two jobs sharing a GPU, `(lower id, Some(higher id))`.
+type Combo = (JobId, Option<JobId>);
+
+/// The jobs of a combination.
+fn members(c: Combo) -> impl Iterator<Item = JobId> {
+    std::iter::once(c.0).chain(c.1)
+}
+
+/// Each running job that shares a GPU, with its partner.
+fn partners(cluster: &crate::cluster::ClusterState) -> BTreeMap<JobId, JobId> {
+    cluster
+        .shared_gpus()
+        .flat_map(|(_, _, [a, b])| [(a, b), (b, a)])
+        .collect()
+}
+
+/// The combination `job` runs in now: with its partner, or alone.
+fn combo_of(partner: &BTreeMap<JobId, JobId>, job: JobId) -> Combo {
+    match partner.get(&job) {
+        Some(p) => (job.min(*p), Some(job.max(*p))),
+        None => (job, None),
+    }
 }
 
 impl std::fmt::Debug for GavelRounds {
@@ -190,6 +232,9 @@ impl std::fmt::Debug for GavelRounds {
 /// Priority of a job never run on a model since the last recomputation (`new_priority =
 /// allocation * 1e9` in Gavel).
 const UNSERVED: f64 = 1e9;
+
+/// A pair's share of time below which the LP's answer counts as none (see `reallocate`).
+const PAIR_NOISE: f64 = 1e-6;
 
 impl GavelRounds {
     /// The rounds of a non-oracle `objective`.
@@ -244,6 +289,8 @@ impl GavelRounds {
             last_reset: None,
             last_seen: None,
             x: BTreeMap::new(),
+            space_sharing: false,
+            pairs: BTreeMap::new(),
             stale: true,
             outside: BTreeSet::new(),
             books: BTreeMap::new(),
@@ -251,33 +298,47 @@ impl GavelRounds {
         })
     }
 
-    /// The allocation row of `job` (per cluster GPU model), if it has one.
+    /// The same rounds with space sharing: the LP pairs 1-GPU typed jobs on one GPU where
+    /// the run's throughput table lets them share (the `-ss` names).
+    pub fn with_space_sharing(mut self) -> Self {
+        self.space_sharing = true;
+        self
+    }
+
+    /// The allocation row of `job` alone (per cluster GPU model), if it has one.
     pub fn allocation(&self, job: JobId) -> Option<&[f64]> {
         self.x.get(&job).map(Vec::as_slice)
     }
 
-    /// Adds the time running jobs ran since the previous decision to their books.
+    /// The allocation row of jobs `a` and `b` sharing a GPU (per cluster GPU model), if the
+    /// pair has time.
+    pub fn pair_allocation(&self, a: JobId, b: JobId) -> Option<&[f64]> {
+        self.pairs.get(&(a.min(b), a.max(b))).map(Vec::as_slice)
+    }
+
+    /// The allocation of combination `c` on model `j`.
+    fn share_of(&self, c: Combo, j: usize) -> f64 {
+        let row = match c.1 {
+            None => self.x.get(&c.0),
+            Some(b) => self.pairs.get(&(c.0, b)),
+        };
+        row.and_then(|r| r.get(j)).copied().unwrap_or(0.0)
+    }
+
+    /// Adds the time running jobs ran since the previous decision to their books (a pair's
+    /// time once, to the pair).
     fn account(&mut self, ctx: &DecisionContext<'_>, models: usize) {
         let now = ctx.now();
         let cluster = ctx.cluster();
+        let partner = partners(&cluster);
+        let started = |id: JobId| ctx.runtime(id).run_start.unwrap_or(now);
         for alloc in cluster.running() {
             let Some(model) = model_of(&cluster, alloc.job) else {
                 continue;
             };
-            let rt = ctx.runtime(alloc.job);
-            let from = rt
-                .run_start
-                .unwrap_or(now)
-                .max(self.last_seen.unwrap_or(now));
-            let entry = self.books.entry(alloc.job).or_insert_with(|| Received {
-                since: from,
-                ms: vec![0; models],
-                deficit: vec![0.0; models],
-            });
-            if let Some(ms) = entry.ms.get_mut(model.index()) {
-                *ms += now.saturating_sub(from.max(entry.since)).ms();
-            }
+            let last = self.last_seen.unwrap_or(now);
             if self.oracle.is_some() {
+                let from = started(alloc.job).max(last);
                 let gpus = u32::try_from(ctx.job(alloc.job).gpus_total()).unwrap_or(u32::MAX);
                 let speed = ctx.speed(alloc.job, model, gpus).unwrap_or_else(|| {
                     cluster
@@ -288,6 +349,20 @@ impl GavelRounds {
                 });
                 *self.work_s.entry(alloc.job).or_insert(0.0) +=
                     now.saturating_sub(from).secs_f64() * speed;
+            }
+            let combo = combo_of(&partner, alloc.job);
+            if combo.0 != alloc.job {
+                continue;
+            }
+            // Together since the later of the two started.
+            let from = members(combo).map(started).fold(last, SimTime::max);
+            let entry = self.books.entry(combo).or_insert_with(|| Received {
+                since: from,
+                ms: vec![0; models],
+                deficit: vec![0.0; models],
+            });
+            if let Some(ms) = entry.ms.get_mut(model.index()) {
+                *ms += now.saturating_sub(from.max(entry.since)).ms();
             }
         }
     }
@@ -333,6 +408,10 @@ impl GavelRounds {
                 row
             })
             .collect();
+        let pairs = match view.filter(|_| self.space_sharing) {
+            Some(v) => self.pairs_of(ctx, v, active, &rows),
+            None => Vec::new(),
+        };
         let rows = match self.objective {
             GavelObjective::MaxMinAgnostic => optim::agnostic(&rows),
             _ => rows,
@@ -372,6 +451,7 @@ impl GavelRounds {
             scale: &scale,
             capacity: &capacity,
             weights: &weights,
+            pairs: &pairs,
         };
         let lp = match self.objective {
             GavelObjective::MaxSum => Lp::MaxSum,
@@ -416,9 +496,13 @@ impl GavelRounds {
             }
             _ => pop.solve(lp, &problem)?,
         };
-        for (id, book) in self.books.iter_mut() {
+        for (combo, book) in self.books.iter_mut() {
             let elapsed = now.saturating_sub(book.since).ms() as f64;
-            if let Some(old) = self.x.get(id) {
+            let old = match combo.1 {
+                None => self.x.get(&combo.0),
+                Some(b) => self.pairs.get(&(combo.0, b)),
+            };
+            if let Some(old) = old {
                 for (j, owed) in book.deficit.iter_mut().enumerate() {
                     *owed += old.get(j).copied().unwrap_or(0.0) * elapsed
                         - book.ms.get(j).copied().unwrap_or(0) as f64;
@@ -428,8 +512,23 @@ impl GavelRounds {
             book.ms.iter_mut().for_each(|ms| *ms = 0);
         }
         self.x = active.iter().copied().zip(allocation.x).collect();
+        // Shares below PAIR_NOISE are the interior point's rounding, not time: dropped, or
+        // thousands of pairs, each ranked `UNSERVED` times its share until first served,
+        // would each take a round.
+        self.pairs = pairs
+            .iter()
+            .zip(allocation.pairs)
+            .map(|(pair, row)| {
+                let row: Vec<f64> = row
+                    .into_iter()
+                    .map(|v| if v < PAIR_NOISE { 0.0 } else { v })
+                    .collect();
+                ((active[pair.jobs[0]], active[pair.jobs[1]]), row)
+            })
+            .filter(|(_, row)| row.iter().any(|v| *v > 0.0))
+            .collect();
         for id in active {
-            self.books.entry(*id).or_insert_with(|| Received {
+            self.books.entry((*id, None)).or_insert_with(|| Received {
                 since: now,
                 ms: vec![0; models],
                 deficit: vec![0.0; models],
@@ -440,15 +539,33 @@ impl GavelRounds {
         Ok(())
     }
 
-    /// `(priority, deficit, allocation)` of `job` on model `j` (`_update_priorities`).
-    fn rank(&self, now: SimTime, job: JobId, j: usize) -> (f64, f64, f64) {
-        let x = self
-            .x
-            .get(&job)
-            .and_then(|r| r.get(j))
-            .copied()
-            .unwrap_or(0.0);
-        let Some(book) = self.books.get(&job) else {
+    /// The pairs of `active` jobs the LP may give shared time ([`optim::gaining_pairs`];
+    /// `rows`: their rates alone, as the view gives them): 1-GPU typed jobs at the view's
+    /// pair speeds, which the agnostic objective sees relative to each job's rate alone.
+    fn pairs_of(
+        &self,
+        ctx: &DecisionContext<'_>,
+        view: &crate::policy::ThroughputView,
+        active: &[JobId],
+        rows: &[Vec<f64>],
+    ) -> Vec<optim::Pair> {
+        let sharers: Vec<usize> = (0..active.len())
+            .filter(|i| {
+                let job = ctx.job(active[*i]);
+                one_gpu(job) && view.is_typed(job.id)
+            })
+            .collect();
+        let agnostic = self.objective == GavelObjective::MaxMinAgnostic;
+        optim::gaining_pairs(rows, &sharers, agnostic, |a, b, j| {
+            view.pair_speeds(ctx.job(active[a]), ctx.job(active[b]), GpuModelId(j as u32))
+        })
+    }
+
+    /// `(priority, deficit, allocation)` of combination `c` on model `j`
+    /// (`_update_priorities`).
+    fn rank(&self, now: SimTime, c: Combo, j: usize) -> (f64, f64, f64) {
+        let x = self.share_of(c, j);
+        let Some(book) = self.books.get(&c) else {
             return (x * UNSERVED, 0.0, x);
         };
         let elapsed = now.saturating_sub(book.since).ms() as f64;
@@ -494,7 +611,26 @@ impl Policy for GavelRounds {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        self.books.retain(|id, _| active.binary_search(id).is_ok());
+        let is_active = |id: &JobId| active.binary_search(id).is_ok();
+        self.books
+            .retain(|(a, b), _| is_active(a) && b.is_none_or(|b| is_active(&b)));
+        // A pair one of whose jobs left: its time together goes to the other's time alone.
+        let broken: Vec<(JobId, JobId)> = self
+            .pairs
+            .keys()
+            .filter(|(a, b)| !(is_active(a) && is_active(b)))
+            .copied()
+            .collect();
+        for key in broken {
+            let Some(row) = self.pairs.remove(&key) else {
+                continue;
+            };
+            for id in [key.0, key.1].into_iter().filter(|id| is_active(id)) {
+                if let Some(alone) = self.x.get_mut(&id) {
+                    alone.iter_mut().zip(&row).for_each(|(x, y)| *x += y);
+                }
+            }
+        }
         self.work_s.retain(|id, _| active.binary_search(id).is_ok());
         if self.x.len() != active.len() || active.iter().any(|id| !self.x.contains_key(id)) {
             self.stale = true;
@@ -549,6 +685,7 @@ impl GavelRounds {
             .iter()
             .filter_map(|id| Some((*id, model_of(&cluster, *id)?)))
             .collect();
+        let partner = partners(&cluster);
         let movable_set: BTreeSet<JobId> = running
             .iter()
             .copied()
@@ -561,6 +698,10 @@ impl GavelRounds {
             .collect();
         let movable = |id: &JobId| movable_set.contains(id);
         for id in running.iter().filter(|id| !movable(id)) {
+            // Two pinned jobs sharing a GPU hold it once.
+            if partner.get(id).is_some_and(|p| p < id && !movable(p)) {
+                continue;
+            }
             if let Some(m) = current.get(id) {
                 left[m.index()] = left[m.index()].saturating_sub(ctx.job(*id).gpus_total());
             }
@@ -590,16 +731,33 @@ impl GavelRounds {
             .filter(|id| !running.contains(id) || movable(id))
             .filter(|id| self.x.contains_key(id))
             .collect();
-        let mut chosen: BTreeMap<JobId, usize> = BTreeMap::new();
+        let candidate_pairs: Vec<Combo> = self
+            .pairs
+            .keys()
+            .filter(|(a, b)| {
+                candidates.binary_search(a).is_ok() && candidates.binary_search(b).is_ok()
+            })
+            .map(|(a, b)| (*a, Some(*b)))
+            .collect();
+        // Per job chosen: its model and combination; and the combinations chosen, in order.
+        let mut chosen: BTreeMap<JobId, (usize, Combo)> = BTreeMap::new();
+        let mut picks: Vec<(Combo, usize)> = Vec::new();
         for &j in &order {
             let fill = round && self.fill_unallocated;
-            let mut queue: Vec<(JobId, (f64, f64, f64))> = candidates
+            let alone = candidates
                 .iter()
                 .filter(|id| {
                     self.x[*id].get(j).is_some_and(|x| *x > 0.0)
                         || (fill && self.runs_on.get(*id).is_some_and(|m| m & (1 << j) != 0))
                 })
-                .map(|id| (*id, self.rank(now, *id, j)))
+                .map(|id| (*id, None));
+            let together = candidate_pairs
+                .iter()
+                .filter(|c| self.share_of(**c, j) > 0.0)
+                .copied();
+            let mut queue: Vec<(Combo, (f64, f64, f64))> = alone
+                .chain(together)
+                .map(|c| (c, self.rank(now, c, j)))
                 .collect();
             queue.sort_by(|a, b| {
                 let (pa, da, xa) = a.1;
@@ -609,47 +767,97 @@ impl GavelRounds {
                     .then(xb.total_cmp(&xa))
                     .then(a.0.cmp(&b.0))
             });
-            for (id, _) in queue {
-                let need = ctx.job(id).gpus_total();
-                if chosen.contains_key(&id) || need > left[j] {
+            for (c, _) in queue {
+                // A pair holds the GPUs of one of its jobs (both have the same size).
+                let need = ctx.job(c.0).gpus_total();
+                if members(c).any(|id| chosen.contains_key(&id)) || need > left[j] {
                     continue;
                 }
                 left[j] -= need;
-                chosen.insert(id, j);
+                for id in members(c) {
+                    chosen.insert(id, (j, c));
+                }
+                picks.push((c, j));
+            }
+        }
+        // Running jobs that keep their GPUs: a pair chosen again where it shares, or the
+        // host of a chosen combination: a job on that model that is alone on its GPU or,
+        // where a pair breaks up, its lower id (so that one GPU keeps one host).
+        let mut stays: BTreeSet<JobId> = BTreeSet::new();
+        let mut hosts: BTreeMap<Combo, JobId> = BTreeMap::new();
+        for (c, j) in &picks {
+            let on_j = |id: &JobId| movable(id) && current.get(id).is_some_and(|m| m.index() == *j);
+            if c.1.is_some() && members(*c).all(|id| on_j(&id)) && combo_of(&partner, c.0) == *c {
+                stays.extend(members(*c));
+                hosts.insert(*c, c.0);
+                continue;
+            }
+            let may_host =
+                |id: &JobId| on_j(id) && partner.get(id).is_none_or(|p| id < p && movable(p));
+            if let Some(h) = members(*c).find(|id| may_host(id)) {
+                stays.insert(h);
+                hosts.insert(*c, h);
             }
         }
         drop(cluster);
         let mut decision = Decision::default();
         let mut planner = ctx.planner();
-        // Movable jobs not chosen, or chosen elsewhere, stop: all are freed first, so that
-        // two jobs can swap models.
-        let mut moves = Vec::new();
+        // Movable jobs that do not stay stop (the chosen ones to start again elsewhere): all
+        // are freed first, so that two jobs can swap models.
         for id in running.iter().filter(|id| movable(id)) {
-            match (chosen.get(id), current.get(id)) {
-                (Some(j), Some(m)) if *j == m.index() => continue,
-                (Some(_), _) => moves.push(*id),
-                (None, _) => decision.preemptions.push(*id),
+            if stays.contains(id) {
+                continue;
+            }
+            if !chosen.contains_key(id) {
+                decision.preemptions.push(*id);
             }
             planner.free_running(*id);
         }
+        // A GPU both of whose jobs leave it is free.
+        for (a, b) in partner.iter().filter(|(a, b)| a < b) {
+            planner.free_shared_gpu(*a, *b);
+        }
         self.placer.observe(ctx);
-        // Jobs to start (and to move), largest first.
-        let mut starts: Vec<(JobId, usize)> = chosen
+        // Combinations to start (or move), largest first: the first job placed, unless a
+        // member stays as its host.
+        let mut starts: Vec<(Combo, usize)> = picks
             .iter()
-            .filter(|(id, _)| !running.contains(id) || moves.contains(id))
-            .map(|(id, j)| (*id, *j))
+            .filter(|(c, _)| !members(*c).all(|id| stays.contains(&id)))
+            .copied()
             .collect();
-        starts.sort_by_key(|(id, _)| (std::cmp::Reverse(ctx.job(*id).gpus_total()), *id));
+        starts.sort_by_key(|(c, _)| (std::cmp::Reverse(ctx.job(c.0).gpus_total()), *c));
         let mut stuck = Vec::new();
-        for (id, j) in starts {
-            match self.place_on(&mut planner, ctx.job(id), j, &fallbacks) {
-                Some(tasks) => {
-                    if running.contains(&id) {
-                        decision.preemptions.push(id);
+        // Per pair to share a GPU: its host, the GPU (where the host is, or will be), and
+        // the guest.
+        let mut guests: Vec<(JobId, crate::cluster::TaskPlacement, JobId)> = Vec::new();
+        for (c, j) in starts {
+            let host = hosts.get(&c).copied().unwrap_or(c.0);
+            let gpu = if stays.contains(&host) {
+                old_tasks.get(&host).and_then(|t| t.first().cloned())
+            } else {
+                match self.place_on(&mut planner, ctx.job(host), j, &fallbacks) {
+                    Some(tasks) => {
+                        if running.contains(&host) {
+                            decision.preemptions.push(host);
+                        }
+                        let first = tasks.first().cloned();
+                        decision.placements.push(Placement { job: host, tasks });
+                        first
                     }
-                    decision.placements.push(Placement { job: id, tasks });
+                    None => {
+                        if running.contains(&host) {
+                            stuck.push(host);
+                        }
+                        None
+                    }
                 }
-                None if running.contains(&id) => stuck.push(id),
+            };
+            let Some(guest) = members(c).find(|id| *id != host) else {
+                continue;
+            };
+            match gpu {
+                Some(t) => guests.push((host, t, guest)),
+                None if running.contains(&guest) => stuck.push(guest),
                 None => {}
             }
         }
@@ -672,6 +880,44 @@ impl GavelRounds {
                     tasks,
                 });
             }
+        }
+        // Guests last: the simulator starts shares after placements, on what they left.
+        let mut taken: BTreeMap<crate::units::NodeId, (u64, u64)> = BTreeMap::new();
+        for (host, t, guest) in guests {
+            let job = ctx.job(guest);
+            let state = planner.state();
+            let spec = state.spec();
+            let node = t.node;
+            let (cpu, mem) = taken.get(&node).copied().unwrap_or_default();
+            let mask = spec.job_mask(job);
+            let model = spec.node(node).gpu_model;
+            let fits = model.is_some_and(|m| {
+                mask.allows_model(m)
+                    && ctx
+                        .throughputs()
+                        .is_some_and(|v| v.pair_speeds(ctx.job(host), job, m).is_some())
+            }) && mask.classes & (1u64 << spec.node_class(node)) != 0
+                && state.cpu_free(node) >= cpu + job.task.cpu_milli
+                && state.mem_free(node) >= mem + job.task.mem_mib;
+            let Some(&gpu) = t.gpus.first().filter(|_| fits) else {
+                if running.contains(&guest) {
+                    decision.preemptions.push(guest);
+                }
+                continue;
+            };
+            let entry = taken.entry(node).or_default();
+            entry.0 += job.task.cpu_milli;
+            entry.1 += job.task.mem_mib;
+            if running.contains(&guest) {
+                decision.preemptions.push(guest);
+            }
+            decision.shares.push(Placement {
+                job: guest,
+                tasks: vec![crate::cluster::TaskPlacement {
+                    node,
+                    gpus: vec![gpu],
+                }],
+            });
         }
         decision
     }

@@ -8,6 +8,7 @@ use crate::policy::{Policy, build_policy};
 use crate::sim::{SimConfig, Simulator};
 use crate::throughput::{WorkloadRule, assign_workloads};
 use crate::units::{JobId, SimTime};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Gavel's setting: rounds of 6 minutes, and a job preempted at a round's end keeps its
@@ -343,6 +344,180 @@ fn oracle_rounds_need_durations_and_finish_the_trace() {
                 s.makespan_s,
                 maxmin.makespan_s
             );
+        }
+    }
+}
+
+/// Policy options with Gavel's table, for the `-ss` names.
+fn options_with_table() -> crate::policy::PolicyOptions {
+    crate::policy::PolicyOptions {
+        throughputs: Some(Arc::new(
+            crate::throughput::load_table("gavel").expect("preset"),
+        )),
+        ..crate::policy::PolicyOptions::default()
+    }
+}
+
+#[test]
+fn space_sharing_rounds_finish_a_typed_trace_and_share_gpus() {
+    use crate::policy::build_policy_with;
+    let t = typed_trace();
+    let spec = Arc::new(load_cluster("gavel").expect("preset"));
+    // Without a table the pair rates are unknown: refused, naming what is missing.
+    let err = build_policy("gavel-maxmin-ss", 0).map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("--throughputs"), "{err}");
+    let options = options_with_table();
+    for name in [
+        "gavel-maxmin-ss",
+        "gavel-maxmin-agnostic-ss",
+        "gavel-maxsum-ss",
+    ] {
+        let mut p = build_policy_with(name, &options).expect("registered");
+        let s = Simulator::new(&t, Arc::clone(&spec), &gavel_cfg())
+            .expect("valid run")
+            .run(p.as_mut(), &mut |_| {})
+            .summary;
+        assert_eq!(s.finished, s.jobs, "{name}");
+        assert_eq!(s.rejected_decisions, 0, "{name}");
+        assert_eq!(s.policy_errors, 0, "{name}");
+        assert!(s.shares > 0, "{name}: no job shared a GPU");
+    }
+}
+
+/// A job alone `(index, None)`, or a pair `(lower, Some(higher))`.
+type Combo = (usize, Option<usize>);
+
+/// Time of each combination per model (V100, K80), ms or a share.
+type ComboTime = std::collections::BTreeMap<Combo, [f64; 2]>;
+
+/// A combination running, and its model's column.
+type Running = (Combo, usize);
+
+/// Four long 1-GPU jobs that pack well on one V100 and one K80 under `objective` with space
+/// sharing, round after round: each combination's share of the run's time on each model,
+/// measured and allocated.
+fn measured_combo_shares(objective: GavelObjective) -> (ComboTime, ComboTime) {
+    let workloads = [
+        "ResNet-18 (batch size 16)",
+        "Recommendation (batch size 512)",
+        "A3C",
+        "LM (batch size 5)",
+    ];
+    let jobs: Vec<JobSpec> = workloads
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let mut j = job(&format!("j{i}"), 0, TaskRequest::whole(1, 0, 0));
+            j.workload = WorkloadType::new(w);
+            j
+        })
+        .collect();
+    let t = Trace::new(
+        "long",
+        jobs,
+        vec![SimTime::from_secs(10_000_000); 4],
+        vec!["default".into()],
+    )
+    .expect("valid");
+    let spec = Arc::new(load_cluster("1x1:V100+1x1:K80").expect("shape"));
+    let v100 = spec.model_id("V100").expect("model").index();
+    let col = |node: crate::units::NodeId| {
+        let model = spec.nodes[node.index()].gpu_model.expect("GPU node");
+        usize::from(model.index() != v100)
+    };
+    let cfg = SimConfig {
+        restart_overhead_s: 0.0,
+        ..gavel_cfg()
+    };
+    let mut policy = GavelRounds::new("gavel-ss", objective, &GavelConfig::default())
+        .expect("ok")
+        .with_space_sharing();
+    let mut sim = Simulator::new(&t, Arc::clone(&spec), &cfg).expect("valid run");
+    if policy.acts_every_round() {
+        sim.ask_every_round();
+    }
+    let mut measured = ComboTime::new();
+    // Since when, and each combination running with its model's column.
+    let mut last: Option<(SimTime, Vec<Running>)> = None;
+    let mut wall = 0.0;
+    for _ in 0..400 {
+        assert!(sim.advance(), "jobs keep running");
+        let now = sim.now();
+        if let Some((then, running)) = last.take() {
+            let dt = now.saturating_sub(then).ms() as f64;
+            wall += dt;
+            for (combo, c) in running {
+                measured.entry(combo).or_default()[c] += dt;
+            }
+        }
+        let decision = policy.decide(&sim.context()).expect("decides");
+        sim.apply(&decision);
+        let cluster = sim.cluster();
+        let shared: Vec<(crate::units::NodeId, [JobId; 2])> =
+            cluster.shared_gpus().map(|(n, _, p)| (n, p)).collect();
+        let mut running: Vec<Running> = shared
+            .iter()
+            .map(|(n, [a, b])| {
+                (
+                    (a.index().min(b.index()), Some(a.index().max(b.index()))),
+                    col(*n),
+                )
+            })
+            .collect();
+        for a in cluster.running() {
+            if !shared.iter().any(|(_, p)| p.contains(&a.job)) {
+                running.push(((a.job.index(), None), col(a.tasks[0].node)));
+            }
+        }
+        drop(cluster);
+        last = Some((now, running));
+    }
+    measured
+        .values_mut()
+        .for_each(|row| row.iter_mut().for_each(|ms| *ms /= wall));
+    let ids = (0..4).map(JobId);
+    let mut allocated = ComboTime::new();
+    let both = |x: &[f64]| [x[v100], x[1 - v100]];
+    for a in ids.clone() {
+        allocated.insert(
+            (a.index(), None),
+            both(policy.allocation(a).expect("allocated")),
+        );
+        for b in ids.clone().filter(|b| *b > a) {
+            if let Some(y) = policy.pair_allocation(a, b) {
+                allocated.insert((a.index(), Some(b.index())), both(y));
+            }
+        }
+    }
+    (measured, allocated)
+}
+
+#[test]
+fn space_sharing_rounds_honour_the_pair_allocation_over_many_rounds() {
+    for objective in [
+        GavelObjective::MaxMin,
+        GavelObjective::MaxMinAgnostic,
+        GavelObjective::MaxSum,
+    ] {
+        let (measured, allocated) = measured_combo_shares(objective);
+        // The LP packs some pair, and the rounds run it.
+        assert!(
+            allocated
+                .iter()
+                .any(|(c, y)| c.1.is_some() && y[0] + y[1] > 0.1),
+            "{objective:?}: no pair packed: {allocated:?}"
+        );
+        let keys: BTreeSet<_> = measured.keys().chain(allocated.keys()).copied().collect();
+        for c in keys {
+            let got = measured.get(&c).copied().unwrap_or_default();
+            let want = allocated.get(&c).copied().unwrap_or_default();
+            for j in 0..2 {
+                assert!(
+                    (got[j] - want[j]).abs() < 0.05,
+                    "{objective:?} {c:?} model {j}: measured {got:?}, allocated {want:?}\n\
+                     measured {measured:?}\nallocated {allocated:?}"
+                );
+            }
         }
     }
 }

@@ -116,6 +116,47 @@ impl<'a> Planner<'a> {
         true
     }
 
+    /// Frees the GPU that running `a` and `b` share, once this planner has freed both
+    /// (`free_running` leaves a shared GPU taken: the partner still holds it); `false`, and
+    /// nothing changed, unless both are freed here and are the GPU's only two holders. Not to
+    /// be followed by `retake` of either (undo with `undo_to`).
+    pub fn free_shared_gpu(&mut self, a: JobId, b: JobId) -> bool {
+        if !(self.freed.contains(&a) && self.freed.contains(&b)) {
+            return false;
+        }
+        let Some(t) = self
+            .state
+            .allocation(a)
+            .and_then(|alloc| alloc.tasks.first().cloned())
+        else {
+            return false;
+        };
+        let Some(&gpu) = t.gpus.first() else {
+            return false;
+        };
+        let mut holders: Vec<JobId> = self
+            .state
+            .gpu_holders(t.node, gpu)
+            .iter()
+            .map(|h| h.job)
+            .collect();
+        holders.sort();
+        let mut pair = [a, b];
+        pair.sort();
+        if holders != pair {
+            return false;
+        }
+        // The GPU's capacity alone: each job's CPU and memory came back with it.
+        let gpu_only = TaskRequest::whole(1, 0, 0);
+        let one = TaskPlacement {
+            node: t.node,
+            gpus: vec![gpu],
+        };
+        self.state.give_back_task(&gpu_only, &one);
+        self.journal.push(Entry::Gave(gpu_only, one));
+        true
+    }
+
     /// Whether this planner has freed `job` (and not taken it back).
     pub fn has_freed(&self, job: JobId) -> bool {
         self.freed.contains(&job)

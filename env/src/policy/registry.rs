@@ -113,48 +113,80 @@ const WHOLE: &[(&str, &str, WholeCtor)] = &[
         "Gavel's heterogeneity-aware max-min fairness (LAS) in 6-minute rounds: an LP gives \
          each job its time share per GPU model from the table's rates; rounds follow it \
          (needs tick_s = 360)",
-        |n, o| gavel(n, GavelObjective::MaxMin, o),
+        |n, o| gavel(n, GavelObjective::MaxMin, false, o),
+    ),
+    (
+        "gavel-maxmin-ss",
+        "gavel-maxmin with space sharing: the LP also gives pairs of 1-GPU typed jobs time \
+         together on one GPU at the table's pair rates (Gavel's max_min_fairness_packed; \
+         needs tick_s = 360 and a table)",
+        |n, o| gavel(n, GavelObjective::MaxMin, true, o),
     ),
     (
         "gavel-maxmin-agnostic",
         "Gavel's heterogeneity-agnostic max-min fairness: the same rounds with every rate 1 \
          (the baseline Gavel compares with; needs tick_s = 360)",
-        |n, o| gavel(n, GavelObjective::MaxMinAgnostic, o),
+        |n, o| gavel(n, GavelObjective::MaxMinAgnostic, false, o),
+    ),
+    (
+        "gavel-maxmin-agnostic-ss",
+        "gavel-maxmin-agnostic with space sharing: pair rates relative to each job's rate \
+         alone on that model (needs tick_s = 360 and a table)",
+        |n, o| gavel(n, GavelObjective::MaxMinAgnostic, true, o),
     ),
     (
         "gavel-maxsum",
         "Gavel's max-sum throughput in rounds: time shares maximising the summed speed \
          relative to the reference GPU (needs tick_s = 360)",
-        |n, o| gavel(n, GavelObjective::MaxSum, o),
+        |n, o| gavel(n, GavelObjective::MaxSum, false, o),
+    ),
+    (
+        "gavel-maxsum-ss",
+        "gavel-maxsum with space sharing: pairs of 1-GPU typed jobs on one GPU at the table's \
+         pair rates (needs tick_s = 360 and a table)",
+        |n, o| gavel(n, GavelObjective::MaxSum, true, o),
     ),
     (
         "gavel-ftf-oracle",
         "UPPER BOUND: Gavel's finish-time fairness (Themis) in rounds, on true remaining work \
          (needs oracle durations; tick_s = 360)",
-        |n, o| gavel(n, GavelObjective::FinishTimeFairnessOracle, o),
+        |n, o| gavel(n, GavelObjective::FinishTimeFairnessOracle, false, o),
     ),
     (
         "gavel-makespan-oracle",
         "UPPER BOUND: Gavel's least-makespan allocation in rounds, on true remaining work \
          (needs oracle durations; tick_s = 360)",
-        |n, o| gavel(n, GavelObjective::MakespanOracle, o),
+        |n, o| gavel(n, GavelObjective::MakespanOracle, false, o),
     ),
 ];
 
+/// A `gavel-*` policy; `space_sharing` for the `-ss` names.
 fn gavel(
     name: &str,
     objective: GavelObjective,
+    space_sharing: bool,
     options: &PolicyOptions,
 ) -> Result<Box<dyn Policy>, String> {
-    match (&options.oracle_durations, objective.is_oracle()) {
-        (Some(truth), true) => Ok(Box::new(GavelRounds::oracle(
+    let rounds = match (&options.oracle_durations, objective.is_oracle()) {
+        (Some(truth), true) => GavelRounds::oracle(
             name,
             objective,
             &options.gavel,
             std::sync::Arc::clone(truth),
-        )?)),
-        _ => Ok(Box::new(GavelRounds::new(name, objective, &options.gavel)?)),
+        )?,
+        _ => GavelRounds::new(name, objective, &options.gavel)?,
+    };
+    if space_sharing && options.throughputs.is_none() {
+        return Err(format!(
+            "`{name}` pairs jobs at a throughput table's pair rates: run with --throughputs \
+             (throughputs = ...)"
+        ));
     }
+    Ok(Box::new(if space_sharing {
+        rounds.with_space_sharing()
+    } else {
+        rounds
+    }))
 }
 
 const ORDERINGS: &[OrderingEntry] = &[

@@ -297,7 +297,7 @@ impl TableRates {
 }
 
 /// Whether a job is one task on one whole GPU: the only shape that shares.
-fn one_gpu(job: &JobSpec) -> bool {
+pub(crate) fn one_gpu(job: &JobSpec) -> bool {
     job.tasks == 1 && job.task.gpus == 1 && job.task.gpu_milli == GPU_MILLI
 }
 

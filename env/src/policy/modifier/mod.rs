@@ -13,6 +13,7 @@ mod preempt;
 mod room;
 
 pub use easy::Easy;
+pub(crate) use elastic::one_gpu;
 pub use elastic::{
     Colocate, ColocateConfig, DEFAULT_ROUND_S, ElasticAlloc, ElasticConfig, GAVEL_ROUND_S,
     best_above, marginal_efficiency, summed_normalised_rate,
