@@ -687,6 +687,8 @@ pub struct Enumerator {
     las: Option<LasPreempt>,
     /// The Gittins indices (features, shortlist), and its victims when `gittins_preemption`.
     gittins: GittinsPreempt,
+    /// What the shortlist read of `gittins`' estimator, while it holds.
+    gittins_memo: GittinsMemo,
     gittins_preemption: bool,
     contention: Contention,
     work_conserving: bool,
@@ -719,6 +721,7 @@ impl Clone for Enumerator {
             proposers: self.proposers.clone(),
             las: self.las.clone(),
             gittins: self.gittins.clone(),
+            gittins_memo: self.gittins_memo.clone(),
             gittins_preemption: self.gittins_preemption,
             contention: self.contention.clone(),
             work_conserving: self.work_conserving,
@@ -765,6 +768,7 @@ impl Enumerator {
             las: None,
             gittins: GittinsPreempt::new(&GittinsConfig::schema7())
                 .expect("the default Gittins config is valid"),
+            gittins_memo: GittinsMemo::default(),
             gittins_preemption: false,
             contention: Contention::default(),
             work_conserving: false,
@@ -929,6 +933,7 @@ impl Enumerator {
             pools: &mut self.pools,
             las: self.las.as_ref(),
             gittins: &self.gittins,
+            gittins_memo: &mut self.gittins_memo,
             gittins_preemption: self.gittins_preemption,
             contention: self.contention.mean(),
             mix,
@@ -997,6 +1002,7 @@ struct Parts<'e> {
     pools: &'e mut VictimPools,
     las: Option<&'e LasPreempt>,
     gittins: &'e GittinsPreempt,
+    gittins_memo: &'e mut GittinsMemo,
     gittins_preemption: bool,
     contention: f64,
     mix: &'e TaskMix,
@@ -1025,6 +1031,7 @@ fn candidates_in(
         pools,
         las,
         gittins,
+        gittins_memo,
         gittins_preemption,
         contention,
         mix,
@@ -1053,13 +1060,14 @@ fn candidates_in(
         .filter(|p| !taken.placed.contains(&p.spec.id))
         .collect();
     let estimator = gittins.estimator();
-    let all = estimator.overall();
+    gittins_memo.follow(estimator);
+    let (run_quantiles, index_trend) = gittins_memo.overall(estimator);
     let global = featurizer.global_row(&GlobalStats {
         placed_now,
         elapsed,
         predictor_samples: durations.samples(),
-        run_quantiles: [0.1, 0.5, 0.9].map(|q| run_quantile(all, q)),
-        index_trend: index_trend(all),
+        run_quantiles,
+        index_trend,
         contention,
         ..global_stats(ctx, planner, taken, &pending, mix, memo)
     });
@@ -1069,7 +1077,7 @@ fn candidates_in(
         durations,
         predicted,
         tiresias,
-        estimator,
+        |job: &JobSpec, attained: u64| gittins_memo.view(estimator, job, attained),
         featurizer.jobs_considered,
     );
     // Sized for every proposer's answer for each job considered: no rehash on the way.
@@ -1289,7 +1297,12 @@ impl<'a> Walk<'_, 'a, '_> {
         }
         let spec = self.rates.spec;
         let mut placer = StrategyPlacer::new("best-fit", FitStrategy::BestFit);
-        let models = self.rates.models_for(job);
+        // One GPU model in the cluster: no list of them to build and sort for every job.
+        let models = if self.rates.present.count_ones() > 1 {
+            self.rates.models_for(job)
+        } else {
+            Vec::new()
+        };
         if models.len() > 1 {
             for m in models {
                 if self.candidates.len() >= self.limit {
@@ -1751,6 +1764,58 @@ impl Contention {
     }
 }
 
+/// What the shortlist and the global row read of the Gittins estimator, kept from one point
+/// to the next while its distributions stay (its `generation`): a pending job's index per
+/// GPU and chance to finish within the hour depend on its GPU-count class, processors and
+/// attained service only, and the run-time quantiles and index trend on every finished job's
+/// distribution only.
+#[derive(Debug, Clone, Default)]
+struct GittinsMemo {
+    generation: u64,
+    /// (class, processors, attained ms) -> (index per GPU, chance within the hour).
+    views: FastMap<(usize, u64, u64), (f64, f64)>,
+    /// The run-time quantiles (10%, 50%, 90%) and the index trend.
+    overall: Option<([SimTime; 3], f64)>,
+}
+
+impl GittinsMemo {
+    /// Forgets what was computed at another generation than `estimator`'s.
+    fn follow(&mut self, estimator: &GittinsEstimator) {
+        if self.generation != estimator.generation() {
+            self.generation = estimator.generation();
+            self.views.clear();
+            self.overall = None;
+        }
+    }
+
+    /// `job`'s index per GPU and chance to finish within the hour at `attained` ms, from
+    /// `estimator` (see `follow`): a job's depend on its class, size and attained service
+    /// only.
+    fn view(&mut self, estimator: &GittinsEstimator, job: &JobSpec, attained: u64) -> (f64, f64) {
+        *self
+            .views
+            .entry((gpu_class(job), processors(job), attained))
+            .or_insert_with(|| {
+                let within = estimator
+                    .distribution(job)
+                    .finish_within(attained as f64, 3_600_000.0)
+                    .unwrap_or(0.0);
+                (estimator.priority(job, attained), within)
+            })
+    }
+
+    /// The run-time quantiles and index trend of `estimator` (see `follow`).
+    fn overall(&mut self, estimator: &GittinsEstimator) -> ([SimTime; 3], f64) {
+        *self.overall.get_or_insert_with(|| {
+            let all = estimator.overall();
+            (
+                [0.1, 0.5, 0.9].map(|q| run_quantile(all, q)),
+                index_trend(all),
+            )
+        })
+    }
+}
+
 /// Every pending job with what its rows need, and the four rankings the shortlist walks (see
 /// the module docs): submit order, Tiresias' order, shortest predicted remaining time and
 /// Gittins index, with how many jobs with candidates each contributes (`ceil(k / 4)`, up to
@@ -1768,27 +1833,9 @@ fn rank<'a>(
     durations: &DurationPredictor,
     predicted: &[Option<SimTime>],
     tiresias: &LasQueues,
-    gittins: &GittinsEstimator,
+    mut view: impl FnMut(&JobSpec, u64) -> (f64, f64),
     k: usize,
 ) -> Ranked<'a> {
-    // A fresh job's index and chance depend on its class and size only: once per point.
-    let mut fresh: FastMap<(usize, u64), (f64, f64)> = FastMap::default();
-    let mut view = |job: &JobSpec, attained: u64| -> (f64, f64) {
-        let compute = || {
-            let within = gittins
-                .distribution(job)
-                .finish_within(attained as f64, 3_600_000.0)
-                .unwrap_or(0.0);
-            (gittins.priority(job, attained), within)
-        };
-        if attained == 0 {
-            *fresh
-                .entry((gpu_class(job), processors(job)))
-                .or_insert_with(compute)
-        } else {
-            compute()
-        }
-    };
     let mut listed: Vec<Listed<'a>> = pending
         .iter()
         .enumerate()
@@ -1812,18 +1859,20 @@ fn rank<'a>(
             }
         })
         .collect();
-    // Pending indices by predicted remaining time (ties by submit order: a stable sort).
+    // Ties go by submit order, the index itself: unstable sorts by (key, index) give what
+    // stable sorts by key would, without their buffer.
+    // Pending indices by predicted remaining time.
     let mut by_shortness: Vec<usize> = (0..pending.len()).collect();
-    by_shortness.sort_by_key(|i| listed[*i].remaining);
+    by_shortness.sort_unstable_by_key(|i| (listed[*i].remaining, *i));
     for (r, i) in by_shortness.iter().enumerate() {
         listed[*i].shortness_rank = r;
     }
-    // Tiresias' order: by queue, FIFO within (a stable sort of submit order).
+    // Tiresias' order: by queue, FIFO within.
     let mut by_queue: Vec<usize> = (0..pending.len()).collect();
-    by_queue.sort_by_key(|i| listed[*i].las_queue.0);
-    // The Gittins order: highest index per GPU first (ties by submit order).
+    by_queue.sort_unstable_by_key(|i| (listed[*i].las_queue.0, *i));
+    // The Gittins order: highest index per GPU first.
     let mut by_index: Vec<usize> = (0..pending.len()).collect();
-    by_index.sort_by_key(|i| Score(-listed[*i].gittins));
+    by_index.sort_unstable_by_key(|i| (Score(-listed[*i].gittins), *i));
     for (r, i) in by_index.iter().enumerate() {
         listed[*i].gittins_rank = r;
     }

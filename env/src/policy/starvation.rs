@@ -28,7 +28,7 @@ use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
 use crate::units::{JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// How long a job may wait before it is guaranteed a reservation.
@@ -103,11 +103,46 @@ const AUTO_MIN_FINISHED: u64 = 20;
 /// Run-time histogram resolution for `auto`: buckets per doubling.
 const BUCKETS_PER_OCTAVE: f64 = 16.0;
 
+/// Nodes held for starving jobs: the holder by node index, and the held nodes in the order
+/// they were first held. A node is looked up at every part of every decision while a bound
+/// is in force, and the held set is walked for every starving job: an array and a list, not
+/// a hash map.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Held {
+    by_node: Vec<Option<JobId>>,
+    nodes: Vec<NodeId>,
+}
+
+impl Held {
+    fn get(&self, node: NodeId) -> Option<JobId> {
+        self.by_node.get(node.index()).copied().flatten()
+    }
+
+    fn contains(&self, node: NodeId) -> bool {
+        self.get(node).is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Holds `node` for `job` (for it instead, if another held it).
+    fn insert(&mut self, node: NodeId, job: JobId) {
+        let i = node.index();
+        if i >= self.by_node.len() {
+            self.by_node.resize(i + 1, None);
+        }
+        if self.by_node[i].replace(job).is_none() {
+            self.nodes.push(node);
+        }
+    }
+}
+
 /// What the guard lets through this decision and what it starts itself.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reservations {
     /// Node -> the starving job it is held for.
-    held: HashMap<NodeId, JobId>,
+    held: Held,
     /// Starving jobs that fit now, with where the guard starts them if the policy does not.
     pub starts: Vec<(JobId, Vec<TaskPlacement>)>,
     /// The jobs waiting past the bound, longest waiting first.
@@ -120,12 +155,12 @@ impl Reservations {
     pub fn admits(&self, job: JobId, tasks: &[TaskPlacement]) -> bool {
         tasks
             .iter()
-            .all(|t| self.held.get(&t.node).is_none_or(|owner| *owner == job))
+            .all(|t| self.held.get(t.node).is_none_or(|owner| owner == job))
     }
 
     /// The starving job `node` is held for, if any.
     pub fn holder(&self, node: NodeId) -> Option<JobId> {
-        self.held.get(&node).copied()
+        self.held.get(node)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -141,9 +176,13 @@ pub struct StarvationGuard {
     /// `auto`: finished run times, bucket -> count.
     run_times: BTreeMap<u32, u64>,
     finished: u64,
+    /// `auto`: the 90th percentile's bucket and how many run times lie in it or below, kept
+    /// as run times are added (a walk over every bucket at each finish cost more than the
+    /// simulator's own work per event on a long replay).
+    p90: Option<(u32, u64)>,
     bound: Option<SimTime>,
     /// Jobs that started past the bound and have not finished: never preempted or resized.
-    protected: HashSet<JobId>,
+    protected: HashSet<JobId, foldhash::fast::FixedState>,
     /// The empty cluster, to ask where a job could ever run.
     empty: Option<ClusterState>,
 }
@@ -154,11 +193,12 @@ impl StarvationGuard {
             setting,
             run_times: BTreeMap::new(),
             finished: 0,
+            p90: None,
             bound: match setting {
                 StarvationBound::Secs(s) => SimTime::from_secs_f64(s),
                 _ => None,
             },
-            protected: HashSet::new(),
+            protected: HashSet::default(),
             empty: None,
         }
     }
@@ -182,18 +222,17 @@ impl StarvationGuard {
         let b = (BUCKETS_PER_OCTAVE * (ran_ms.max(1) as f64).log2()).floor() as u32;
         *self.run_times.entry(b).or_insert(0) += 1;
         self.finished += 1;
+        if let Some((top, below)) = &mut self.p90
+            && b <= *top
+        {
+            *below += 1;
+        }
         if self.finished >= AUTO_MIN_FINISHED {
             // The 90th percentile, at its bucket's upper edge.
             let target = (0.9 * self.finished as f64).ceil() as u64;
-            let mut seen = 0;
-            let p90 = self
-                .run_times
-                .iter()
-                .find(|(_, n)| {
-                    seen += **n;
-                    seen >= target
-                })
-                .map_or(0.0, |(b, _)| ((*b + 1) as f64 / BUCKETS_PER_OCTAVE).exp2());
+            let top = p90_bucket(&self.run_times, self.p90, target);
+            self.p90 = Some(top);
+            let p90 = ((top.0 + 1) as f64 / BUCKETS_PER_OCTAVE).exp2();
             let bound = SimTime((AUTO_FACTOR * p90) as u64).max(AUTO_FLOOR);
             self.bound = Some(bound);
         }
@@ -222,15 +261,22 @@ impl StarvationGuard {
         let Some(bound) = self.bound else {
             return out;
         };
-        let mut starving: Vec<(SimTime, &JobSpec)> = waiting
-            .filter(|(_, waited)| *waited >= bound)
-            .map(|(j, waited)| (waited, j))
-            .collect();
+        // Sized for every job offered at once: under a long queue most are starving, and a
+        // list grown as it fills was reallocated a dozen times at every decision.
+        let (least, most) = waiting.size_hint();
+        let mut starving: Vec<(SimTime, &JobSpec)> = Vec::with_capacity(most.unwrap_or(least));
+        starving.extend(
+            waiting
+                .filter(|(_, waited)| *waited >= bound)
+                .map(|(j, waited)| (waited, j)),
+        );
         if starving.is_empty() {
             return out;
         }
-        // Longest waiting first; ties by id.
-        starving.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        // Longest waiting first; ties by id (ids are unique: an unstable sort orders them as a
+        // stable one would).
+        starving.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        out.starving.reserve_exact(starving.len());
         let spec = Arc::clone(state.spec_arc());
         let empty = self
             .empty
@@ -242,8 +288,7 @@ impl StarvationGuard {
                 continue;
             }
             // Where it fits now, away from nodes older starving jobs hold.
-            let held: Vec<NodeId> = out.held.keys().copied().collect();
-            for n in &held {
+            for n in &out.held.nodes {
                 state.exclude_node(*n);
             }
             let fit = state.find_job_placement(job, FitStrategy::BestFit);
@@ -260,7 +305,7 @@ impl StarvationGuard {
             let mask = spec.job_mask(job);
             let mut nodes: Vec<NodeId> = empty
                 .nodes_fitting(&job.task, mask)
-                .filter(|n| !out.held.contains_key(n))
+                .filter(|n| !out.held.contains(*n))
                 .collect();
             nodes.sort_by_key(|n| (std::cmp::Reverse(state.free_gpu_milli(*n)), *n));
             let per_node = |n: NodeId| tasks_on_empty(&spec.nodes[n.index()], job);
@@ -281,6 +326,38 @@ impl StarvationGuard {
         }
         out
     }
+}
+
+/// The first bucket of `run_times` (bucket -> count) at which the cumulative count reaches
+/// `target`, with that cumulative count: moved from `from` (a bucket and the count in it or
+/// below, kept up to date) when there is one, else walked to from the first bucket.
+/// `target` is at least 1 and at most the total count.
+fn p90_bucket(run_times: &BTreeMap<u32, u64>, from: Option<(u32, u64)>, target: u64) -> (u32, u64) {
+    use std::ops::Bound::{Excluded, Unbounded};
+    let (mut top, mut below) = from.unwrap_or_else(|| {
+        let (b, n) = run_times
+            .first_key_value()
+            .expect("a run time was just added");
+        (*b, *n)
+    });
+    // Up while short of the target...
+    while below < target {
+        let (b, n) = run_times
+            .range((Excluded(top), Unbounded))
+            .next()
+            .expect("the target is at most the total count");
+        top = *b;
+        below += n;
+    }
+    // ... down while the bucket below still reaches it.
+    while let Some(n) = run_times.get(&top).copied()
+        && let Some((b, _)) = run_times.range(..top).next_back()
+        && below - n >= target
+    {
+        top = *b;
+        below -= n;
+    }
+    (top, below)
 }
 
 /// How many tasks of `job` the empty node could hold, by GPUs (or cores for CPU-only tasks),
@@ -308,4 +385,60 @@ fn tasks_on_empty(node: &crate::cluster::NodeSpec, job: &JobSpec) -> u64 {
 fn node_is_empty(state: &ClusterState, node: NodeId) -> bool {
     let spec = &state.spec().nodes[node.index()];
     state.cpu_free(node) == spec.cpu_milli && state.free_whole_gpus(node) == spec.gpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bound `auto` derives from `run_times`, walked from the first bucket as it was
+    /// before the 90th percentile was kept.
+    fn naive_bound(run_times: &[u64]) -> Option<SimTime> {
+        if (run_times.len() as u64) < AUTO_MIN_FINISHED {
+            return None;
+        }
+        let mut buckets: BTreeMap<u32, u64> = BTreeMap::new();
+        for ms in run_times {
+            let b = (BUCKETS_PER_OCTAVE * ((*ms).max(1) as f64).log2()).floor() as u32;
+            *buckets.entry(b).or_insert(0) += 1;
+        }
+        let target = (0.9 * run_times.len() as f64).ceil() as u64;
+        let mut seen = 0;
+        let p90 = buckets
+            .iter()
+            .find(|(_, n)| {
+                seen += **n;
+                seen >= target
+            })
+            .map_or(0.0, |(b, _)| ((*b + 1) as f64 / BUCKETS_PER_OCTAVE).exp2());
+        Some(SimTime((AUTO_FACTOR * p90) as u64).max(AUTO_FLOOR))
+    }
+
+    #[test]
+    fn the_kept_percentile_is_the_walked_one_after_every_finish() {
+        // Run times rising, falling and scattered (a fixed LCG), so the percentile's bucket
+        // moves both ways.
+        let mut state = 7u64;
+        let mut scattered = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 33) % 50_000_000
+        };
+        let runs: Vec<u64> = (0..300u64)
+            .map(|i| i * 60_000)
+            .chain((0..300u64).map(|i| 100_000_000 / (i + 1)))
+            .chain((0..600).map(|_| scattered()))
+            .collect();
+        let mut guard = StarvationGuard::new(StarvationBound::Auto);
+        for (i, ms) in runs.iter().enumerate() {
+            guard.finished(JobId(i as u32), *ms);
+            assert_eq!(
+                guard.bound(),
+                naive_bound(&runs[..=i]),
+                "after {} run times",
+                i + 1
+            );
+        }
+    }
 }

@@ -158,6 +158,9 @@ pub struct Simulator<'t> {
     runtime: Vec<JobRuntime>,
     hidden: Vec<Hidden>,
     pending: BTreeSet<JobId>,
+    /// The pending jobs by when they began to wait (`waiting_since`), earliest first: the
+    /// starvation guard reads only those that may have waited past the bound.
+    waiting: BTreeSet<(SimTime, JobId)>,
     /// Jobs finished since the previous decision.
     recently_finished: Vec<JobId>,
     heap: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
@@ -308,6 +311,7 @@ impl<'t> Simulator<'t> {
             runtime,
             hidden,
             pending: BTreeSet::new(),
+            waiting: BTreeSet::new(),
             recently_finished: Vec::new(),
             heap: BinaryHeap::new(),
             seq: 0,
@@ -521,14 +525,28 @@ impl<'t> Simulator<'t> {
         if self.guard.bound().is_none() || self.pending.is_empty() {
             return Reservations::default();
         }
-        let (now, jobs, runtime) = (self.now, self.trace.jobs(), &self.runtime);
-        let waiting = self.pending.iter().map(|id| {
-            let (job, rt) = (&jobs[id.index()], &runtime[id.index()]);
-            // Waiting since it was submitted, or since it was last preempted.
-            let since = rt.last_stop.unwrap_or(job.submit);
-            (job, now.saturating_sub(since))
-        });
+        let (now, jobs) = (self.now, self.trace.jobs());
+        // Only jobs waiting since `now - bound` or earlier can have waited past it (`plan`
+        // filters them by the bound itself): not every pending job at every decision.
+        let last = now.saturating_sub(self.guard.bound().unwrap_or(SimTime::ZERO));
+        let waiting = self
+            .waiting
+            .iter()
+            .take_while(|(since, _)| *since <= last)
+            .map(|(since, id)| (&jobs[id.index()], now.saturating_sub(*since)));
         self.guard.plan(self.cluster.get_mut(), waiting)
+    }
+
+    /// When pending `id` began to wait: its submit, or its last preemption.
+    fn waiting_since(&self, id: JobId) -> SimTime {
+        let rt = &self.runtime[id.index()];
+        rt.last_stop.unwrap_or(self.trace.jobs()[id.index()].submit)
+    }
+
+    /// Makes `id` pending (its `last_stop` set first when it was stopped).
+    fn enqueue(&mut self, id: JobId) {
+        self.pending.insert(id);
+        self.waiting.insert((self.waiting_since(id), id));
     }
 
     fn next_time(&mut self) -> Option<SimTime> {
@@ -610,7 +628,7 @@ impl<'t> Simulator<'t> {
             let rt = &mut self.runtime[job.id.index()];
             if rt.state == JobState::NotArrived {
                 rt.state = JobState::Pending;
-                self.pending.insert(job.id);
+                self.enqueue(job.id);
                 woke = true;
             }
         }
@@ -750,12 +768,14 @@ impl<'t> Simulator<'t> {
         let run_ms = h.overhead_ms as f64 + (h.remaining_ms / rate).ceil();
         let end = self.now.saturating_add(SimTime(run_ms as u64));
         let epoch = h.epoch;
-        let rt = &mut self.runtime[id.index()];
-        if rt.state != JobState::Running {
-            rt.state = JobState::Running;
+        if self.runtime[id.index()].state != JobState::Running {
+            let since = self.waiting_since(id);
+            self.waiting.remove(&(since, id));
             self.pending.remove(&id);
             self.running += 1;
         }
+        let rt = &mut self.runtime[id.index()];
+        rt.state = JobState::Running;
         rt.run_start = Some(self.now);
         rt.first_start.get_or_insert(self.now);
         self.push(end, Event::Completion { job: id, epoch });
@@ -901,7 +921,7 @@ impl<'t> Simulator<'t> {
         let rt = &mut self.runtime[id.index()];
         rt.preemptions += 1;
         rt.state = JobState::Pending;
-        self.pending.insert(id);
+        self.enqueue(id);
         self.running -= 1;
         self.preemptions += 1;
         if let Some(partner) = partner {

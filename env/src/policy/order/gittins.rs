@@ -138,12 +138,20 @@ impl Atoms {
     /// non-finite values are ignored, equal values merged.
     pub fn new(mut atoms: Vec<(f64, f64)>) -> Self {
         atoms.retain(|(v, w)| v.is_finite() && w.is_finite() && *w > 0.0);
-        atoms.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // Histogram buckets come in increasing order already (a stable sort would leave them
+        // as they are): only the Kaplan-Meier tail atom can be out of place.
+        if !atoms.is_sorted_by(|a, b| a.0.total_cmp(&b.0).is_le()) {
+            atoms.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        // Sized once: grown from one element, the two sums reallocated about a dozen times
+        // per rebuild, and the atoms are rebuilt whenever a job finishes.
         let mut out = Atoms {
             values: Vec::with_capacity(atoms.len()),
-            cum_w: vec![0.0],
-            cum_wv: vec![0.0],
+            cum_w: Vec::with_capacity(atoms.len() + 1),
+            cum_wv: Vec::with_capacity(atoms.len() + 1),
         };
+        out.cum_w.push(0.0);
+        out.cum_wv.push(0.0);
         for (v, w) in atoms {
             let (cw, cwv) = (
                 out.total_weight(),
@@ -366,6 +374,9 @@ pub struct GittinsEstimator {
     /// With censoring: jobs seen running and not yet learned as finished.
     censoring: bool,
     started: HashSet<JobId, foldhash::fast::FixedState>,
+    /// Bumped whenever a distribution changes: what is computed from the atoms holds while
+    /// it stays (`generation`).
+    generation: u64,
 }
 
 impl GittinsEstimator {
@@ -377,6 +388,7 @@ impl GittinsEstimator {
             learned: HashSet::default(),
             censoring: config.censoring,
             started: HashSet::default(),
+            generation: 0,
         }
     }
 
@@ -427,8 +439,18 @@ impl GittinsEstimator {
 
     /// Rebuilds the atoms of the histograms that changed, once for all the jobs just learned.
     fn refresh(&mut self) {
+        let stale = self.all.stale || self.classes.iter().any(|h| h.stale);
+        if stale {
+            self.generation += 1;
+        }
         self.classes.iter_mut().for_each(Histogram::refresh);
         self.all.refresh();
+    }
+
+    /// Changes whenever a distribution (or which one a job's index reads) may have: an index,
+    /// quantile or chance computed at one generation holds while it stays the same.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Finished jobs learned from.

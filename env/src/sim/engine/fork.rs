@@ -10,7 +10,7 @@ use crate::policy::JobState;
 use crate::units::{JobId, SimTime};
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 impl Simulator<'_> {
@@ -179,7 +179,7 @@ impl Simulator<'_> {
             .filter_map(|(h, j)| Some((h.finish?, j.id)))
             .collect();
         finished.sort_unstable();
-        Ok(Simulator {
+        let mut fork = Simulator {
             trace,
             cfg: self.cfg.clone(),
             r: self.r.clone(),
@@ -187,6 +187,8 @@ impl Simulator<'_> {
             runtime,
             hidden,
             pending: self.pending.clone(),
+            // Rebuilt below from the fork's own runtime and trace.
+            waiting: BTreeSet::new(),
             recently_finished: finished.into_iter().map(|(_, id)| id).collect(),
             heap,
             seq: self.seq,
@@ -221,7 +223,13 @@ impl Simulator<'_> {
             stop: horizon.map(|h| now.saturating_add(h)),
             stopped: false,
             ask_without_queue: self.ask_without_queue,
-        })
+        };
+        fork.waiting = fork
+            .pending
+            .iter()
+            .map(|id| (fork.waiting_since(*id), *id))
+            .collect();
+        Ok(fork)
     }
 
     /// Whether a fork's run has reached its end (`fork`'s `horizon`): nothing more happens,
