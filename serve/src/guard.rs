@@ -127,6 +127,21 @@ fn not_judged(metrics: &Metrics) {
     metrics.guard_jobs.set(0);
 }
 
+/// The decision log's files, after the writer put what it still holds on disk.
+fn flushed_log(engine: &Engine) -> Vec<std::path::PathBuf> {
+    engine.flush();
+    let path = engine.config().decision_log.path.as_deref();
+    path.map(crate::replay::files).unwrap_or_default()
+}
+
+/// A run that could not judge is counted (`verdict="error"`) and logged.
+fn counted<T>(metrics: &Metrics, run: Result<T, VerdictError>) -> Result<T, VerdictError> {
+    run.inspect_err(|e| {
+        Metrics::count(&metrics.guard_runs, "verdict", "error");
+        tracing::warn!(error = %e, "the guard could not judge its arms");
+    })
+}
+
 /// One run of the guard, now (the thread calls it every interval; tests call it directly):
 /// the verdict, exported, and acted on when `enforce` is set. `None` when no model is in
 /// force (nothing to judge).
@@ -139,14 +154,7 @@ pub fn run_once(engine: &Engine) -> Result<Option<Verdict>, VerdictError> {
         metrics.guard_last_run.set(unix_s());
         return Ok(None);
     };
-    // What the writer still holds goes to disk first.
-    engine.flush();
-    let files = cfg
-        .decision_log
-        .path
-        .as_deref()
-        .map(crate::replay::files)
-        .unwrap_or_default();
+    let files = flushed_log(engine);
     let arms = Arms {
         model,
         heuristic: cfg.baseline.clone(),
@@ -158,14 +166,10 @@ pub fn run_once(engine: &Engine) -> Result<Option<Verdict>, VerdictError> {
             harness::build(name, options)
         }
     };
-    let verdict = match verdict::judge_log(&files, &arms, &cfg.guard.verdict_spec(), &build) {
-        Ok(v) => v,
-        Err(e) => {
-            Metrics::count(&metrics.guard_runs, "verdict", "error");
-            tracing::warn!(error = %e, "the guard could not judge the model");
-            return Err(e);
-        }
-    };
+    let verdict = counted(
+        metrics,
+        verdict::judge_log(&files, &arms, &cfg.guard.verdict_spec(), &build),
+    )?;
     Metrics::count(&metrics.guard_runs, "verdict", verdict.outcome.as_str());
     match verdict.ratio() {
         Some((ratio, low, high)) => {
@@ -202,13 +206,7 @@ pub fn run_once(engine: &Engine) -> Result<Option<Verdict>, VerdictError> {
 pub fn select_once(engine: &Engine) -> Result<Selection, VerdictError> {
     let cfg = engine.config();
     let metrics = engine.metrics();
-    engine.flush();
-    let files = cfg
-        .decision_log
-        .path
-        .as_deref()
-        .map(crate::replay::files)
-        .unwrap_or_default();
+    let files = flushed_log(engine);
     let mut arms = vec![cfg.baseline.clone()];
     for c in &cfg.guard.candidates {
         if !arms.contains(c) {
@@ -235,15 +233,10 @@ pub fn select_once(engine: &Engine) -> Result<Selection, VerdictError> {
         }
     };
     let spec = cfg.guard.verdict_spec();
-    let sel =
-        match selection::select_log(&files, &arms, before, cfg.guard.hysteresis, &spec, &build) {
-            Ok(s) => s,
-            Err(e) => {
-                Metrics::count(&metrics.guard_runs, "verdict", "error");
-                tracing::warn!(error = %e, "the selector could not judge its arms");
-                return Err(e);
-            }
-        };
+    let sel = counted(
+        metrics,
+        selection::select_log(&files, &arms, before, cfg.guard.hysteresis, &spec, &build),
+    )?;
     Metrics::count(&metrics.guard_runs, "verdict", sel.outcome.as_str());
     match sel.ratio() {
         Some((ratio, low, high)) => {

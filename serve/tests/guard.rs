@@ -31,22 +31,35 @@ fn log_path(name: &str) -> PathBuf {
 /// A shadow-mode service whose model arm is `model` (a heuristic standing in for the model),
 /// with the guard (enforcing or not) on 6 windows of 10 jobs.
 fn engine(name: &str, model: &'static str, interval_s: u64, enforce: bool) -> Arc<Engine> {
+    service(name, model, interval_s, |cfg| {
+        cfg.routing.mode = RoutingMode::Shadow;
+        cfg.guard.enforce = enforce;
+    })
+}
+
+/// A service with the guard every `interval_s` on 6 windows of 10 jobs, whose model arm is
+/// `model`, the baseline `BASELINE`, and what `set` changes.
+fn service(
+    name: &str,
+    model: &'static str,
+    interval_s: u64,
+    set: impl FnOnce(&mut ServeConfig),
+) -> Arc<Engine> {
     let mut cfg = ServeConfig {
         model: String::new(),
         baseline: BASELINE.into(),
         deadline_ms: 60_000.0,
         ..ServeConfig::default()
     };
-    cfg.routing.mode = RoutingMode::Shadow;
     cfg.grpc.addr = "127.0.0.1:0".into();
     cfg.http.addr = String::new();
     cfg.decision_log.path = Some(log_path(name));
     cfg.guard.enabled = true;
-    cfg.guard.enforce = enforce;
     cfg.guard.interval_s = interval_s;
     cfg.guard.recent_jobs = 60;
     cfg.guard.window_jobs = 10;
     cfg.guard.min_jobs = 40;
+    set(&mut cfg);
     cfg.validate().unwrap();
     let engine = Engine::new(cfg, Arc::new(Metrics::new()))
         .unwrap()
@@ -218,30 +231,12 @@ fn selector(
     candidates: &[&str],
     interval_s: u64,
 ) -> Arc<Engine> {
-    let mut cfg = ServeConfig {
-        model: String::new(),
-        baseline: baseline.into(),
-        deadline_ms: 60_000.0,
-        ..ServeConfig::default()
-    };
-    cfg.routing.mode = RoutingMode::Model;
-    cfg.grpc.addr = "127.0.0.1:0".into();
-    cfg.http.addr = String::new();
-    cfg.decision_log.path = Some(log_path(name));
-    cfg.guard.enabled = true;
-    cfg.guard.enforce = true;
-    cfg.guard.interval_s = interval_s;
-    cfg.guard.recent_jobs = 60;
-    cfg.guard.window_jobs = 10;
-    cfg.guard.min_jobs = 40;
-    cfg.guard.candidates = candidates.iter().map(|c| c.to_string()).collect();
-    cfg.validate().unwrap();
-    let engine = Engine::new(cfg, Arc::new(Metrics::new()))
-        .unwrap()
-        .with_model_policy(Arc::new(move || {
-            build_policy(model, 0).unwrap() as Box<dyn Policy>
-        }));
-    Arc::new(engine)
+    service(name, model, interval_s, |cfg| {
+        cfg.routing.mode = RoutingMode::Model;
+        cfg.baseline = baseline.into();
+        cfg.guard.enforce = true;
+        cfg.guard.candidates = candidates.iter().map(|c| c.to_string()).collect();
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
