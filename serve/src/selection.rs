@@ -200,14 +200,14 @@ pub fn select_log(
     spec: &VerdictSpec,
     build: &BuildPolicy<'_>,
 ) -> Result<Selection, VerdictError> {
-    spec.validate()?;
-    let too_little = |jobs| Selection::too_little(arms, before, hysteresis, spec, jobs);
-    let replayed = match crate::replay::replay(files) {
-        Ok(r) => r,
-        Err(ReplayError::Empty | ReplayError::NoFinishedJobs) => return Ok(too_little(0)),
-        Err(e) => return Err(e.into()),
-    };
-    select(&replayed, arms, before, hysteresis, spec, build)
+    match crate::replay::replay(files) {
+        Ok(replayed) => select(&replayed, arms, before, hysteresis, spec, build),
+        Err(ReplayError::Empty | ReplayError::NoFinishedJobs) => {
+            spec.validate()?;
+            Ok(Selection::too_little(arms, before, hysteresis, spec, 0))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The selector on a replayed log (`select_log` reads and replays the files first).
