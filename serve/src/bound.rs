@@ -4,7 +4,8 @@
 //! waiting past the bound (since its submit, or since it last ran: `wait_ms`, `idle_ms`) gets
 //! nodes reserved; the answer's starts, shares and resizes onto them are dropped, the job is
 //! started where it fits now, and a running job that had waited past the bound when its run
-//! began (its `wait_ms` less its `run_ms`) is never preempted or resized.
+//! began (its `wait_ms` less its `run_ms`) is not preempted or resized until its first
+//! checkpoint.
 //!
 //! Everything is read from the snapshot, so a session answers as the same cluster sent whole
 //! would. `auto` derives the bound from the run times of finished jobs, which a snapshot does
@@ -12,7 +13,7 @@
 
 use crate::proto;
 use crate::world::World;
-use lachesis_env::policy::{Decision, JobState, Placement, Reservations};
+use lachesis_env::policy::{Decision, JobState, Placement, Reservations, Victim, protection};
 use lachesis_env::units::JobId;
 
 /// What the bound changed in an answer.
@@ -22,6 +23,8 @@ pub struct BoundEffect {
     pub vetoed: usize,
     /// Jobs waiting past the bound that the service started itself.
     pub started: usize,
+    /// Running jobs it preempted to make room for them.
+    pub preempted: usize,
 }
 
 /// Applies `world`'s starvation bound to `decision` (one the shield accepted): the answer
@@ -47,12 +50,16 @@ pub fn apply_held(
         now.saturating_sub(since)
     };
     let starving = world.pending().any(|id| waited(world, id) >= bound);
-    // A running job that had waited past the bound when its run began.
+    // A running job that had waited past the bound when its run began, until its first
+    // checkpoint (the simulator's `protection`).
+    let cost = world.context().restart_cost();
     let protects = |id: JobId| {
         let rt = *world.context().runtime(id);
         let since = rt.last_stop.unwrap_or(world.job(id).submit);
-        rt.run_start
-            .is_some_and(|start| start.saturating_sub(since) >= bound)
+        rt.run_start.is_some_and(|start| {
+            start.saturating_sub(since) >= bound
+                && protection(start, cost).is_none_or(|until| now < until)
+        })
     };
     let touches_protected = decision.preemptions.iter().any(|j| protects(*j))
         || decision.resizes.iter().any(|p| protects(p.job));
@@ -68,9 +75,28 @@ pub fn apply_held(
     let waiting: Vec<(JobId, lachesis_env::units::SimTime)> =
         world.pending().map(|id| (id, waited(world, id))).collect();
     let mut guard = world.starvation_guard().clone();
+    // The simulator's victims: any preemptible running job the bound does not protect, and
+    // none the answer preempts already, priced by the GPU-time of its current run.
+    let victims = |id: JobId| {
+        if protects(id) || decision.preemptions.contains(&id) {
+            return None;
+        }
+        let spec = world.job(id);
+        let ran = world
+            .context()
+            .runtime(id)
+            .run_start
+            .map_or(0, |s| now.saturating_sub(s).ms());
+        Some(Victim {
+            risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
+            spec,
+        })
+    };
     let held = guard.plan(
         &mut state,
+        now,
         waiting.iter().map(|(id, w)| (world.job(*id), *w)),
+        &victims,
     );
     decision.resizes.retain(|p| {
         !protects(p.job)
@@ -78,6 +104,13 @@ pub fn apply_held(
             && state.resize(world.job(p.job), p.tasks.clone()).is_ok()
     });
     effect.vetoed += before - decision.preemptions.len() - decision.resizes.len();
+    // Room for the starving jobs it starts, freed before any start of the answer.
+    for id in &held.preempt {
+        if state.preempt(*id).is_ok() {
+            decision.preemptions.push(*id);
+            effect.preempted += 1;
+        }
+    }
     let mut keep = |p: &Placement, shared: bool| {
         let job = world.job(p.job);
         let ok = held.admits(p.job, &p.tasks)
@@ -176,9 +209,13 @@ mod tests {
         }
     }
 
-    /// One node of 4 V100s; `running` 1-GPU jobs on GPUs 0.. (run 1 h); pending: `big` (4
-    /// GPUs, waited 10 h) and `small` (1 GPU, waited 1 min).
+    /// One node of 4 V100s; `running` 1-GPU jobs on GPUs 0.. (run 1 h, not preemptible);
+    /// pending: `big` (4 GPUs, waited 10 h) and `small` (1 GPU, waited 1 min).
     fn world(running: usize) -> World {
+        world_of(running, false)
+    }
+
+    fn world_of(running: usize, preemptible: bool) -> World {
         let snap = proto::Snapshot {
             now_ms: 100 * HOUR_MS,
             nodes: vec![proto::Node {
@@ -191,7 +228,10 @@ mod tests {
             }],
             running: (0..running)
                 .map(|i| proto::RunningJob {
-                    job: Some(job(&format!("r{i}"), 1, 2 * HOUR_MS)),
+                    job: Some(proto::Job {
+                        preemptible,
+                        ..job(&format!("r{i}"), 1, 2 * HOUR_MS)
+                    }),
                     tasks: vec![proto::TaskPlacement {
                         node: "n0".into(),
                         gpus: vec![i as u32],
@@ -235,7 +275,8 @@ mod tests {
             effect,
             BoundEffect {
                 vetoed: 1,
-                started: 0
+                started: 0,
+                preempted: 0
             }
         );
         // Their pending reasons say so: `big` is reserved, `small` behind it.
@@ -259,7 +300,7 @@ mod tests {
             .pending()
             .map(|id| (w.job(id), w.now().saturating_sub(w.job(id).submit)))
             .collect();
-        let held = sim.plan(&mut state, waiting.into_iter());
+        let held = sim.plan(&mut state, w.now(), waiting.into_iter(), &|_| None);
         assert_eq!(held.holder(NodeId(0)), w.job_id("big"));
         // With the node empty, the service starts `big` on an empty answer, and a later
         // answer that preempts it is refused.
@@ -270,7 +311,8 @@ mod tests {
             effect,
             BoundEffect {
                 vetoed: 0,
-                started: 1
+                started: 1,
+                preempted: 0
             }
         );
         assert_eq!(d.placements.len(), 1);
@@ -284,5 +326,60 @@ mod tests {
         let (d, effect) = apply(&mut w, evict);
         assert!(d.preemptions.is_empty());
         assert_eq!(effect.vetoed, 1);
+    }
+
+    #[test]
+    fn a_job_past_the_bound_preempts_the_cheapest_jobs_in_its_way_as_the_simulator_does() {
+        // r0 and r1 preemptible: `big` (10 h, bound 2 h) does not fit beside them, so the
+        // service preempts both and starts it; `small` may not start on its node.
+        let mut w = world_of(2, true);
+        w.set_starvation_bound(StarvationBound::Secs(7200.0));
+        let small = start(&w, "small", &[2]);
+        let d = Decision {
+            placements: vec![small],
+            ..Decision::default()
+        };
+        let (d, effect) = apply(&mut w, d);
+        assert_eq!(
+            effect,
+            BoundEffect {
+                vetoed: 1,
+                started: 1,
+                preempted: 2
+            }
+        );
+        let mut victims: Vec<_> = d
+            .preemptions
+            .iter()
+            .map(|j| w.job(*j).name.clone())
+            .collect();
+        victims.sort();
+        assert_eq!(victims, ["r0", "r1"]);
+        assert_eq!(d.placements.len(), 1);
+        assert_eq!(Some(d.placements[0].job), w.job_id("big"));
+        // The simulator's guard makes the same choice on the same state.
+        let mut sim = StarvationGuard::new(StarvationBound::Secs(7200.0));
+        let mut state = w.cluster_clone();
+        let waiting: Vec<_> = w
+            .pending()
+            .map(|id| (w.job(id), w.now().saturating_sub(w.job(id).submit)))
+            .collect();
+        let price = |id: JobId| {
+            Some(lachesis_env::policy::Victim {
+                risk: 1,
+                spec: w.job(id),
+            })
+        };
+        let held = sim.plan(&mut state, w.now(), waiting.into_iter(), &price);
+        let mut same: Vec<_> = held
+            .preempt
+            .iter()
+            .map(|j| w.job(*j).name.clone())
+            .collect();
+        same.sort();
+        assert_eq!(same, victims);
+        // The answer applies: `big` runs.
+        w.apply(&d).unwrap();
+        assert!(w.cluster_clone().is_running(w.job_id("big").unwrap()));
     }
 }

@@ -871,6 +871,7 @@ impl Engine {
             tracing::debug!(
                 vetoed = effect.vetoed,
                 started = effect.started,
+                preempted = effect.preempted,
                 "starvation bound"
             );
         }

@@ -41,7 +41,7 @@ pub use select::{
     ARRIVAL_HISTORY_JOBS, Choice, PolicyBuilder, Select, SelectConfig, SelectionLog,
     sample_arrivals, sample_durations,
 };
-pub use starvation::{Reservations, StarvationBound, StarvationGuard};
+pub use starvation::{Reservations, StarvationBound, StarvationGuard, Victim, protection};
 pub use view::ThroughputView;
 
 use crate::cluster::TaskPlacement;

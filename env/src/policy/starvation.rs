@@ -1,34 +1,50 @@
 //! The starvation bound: a guarantee below every policy, learned or not. A job that has waited
-//! past the bound gets a reservation that no policy may bypass, as EASY's blocked head does,
-//! and once it starts no policy may preempt or resize it. The simulator applies it to every
-//! decision (`Simulator::apply`), the service's shield to every answer.
+//! past the bound is started before any other job, by preemption where that is allowed, else
+//! on nodes drained for it as EASY's blocked head is, and is not preempted again until it has
+//! saved progress. The simulator applies it to every decision (`Simulator::apply`), the
+//! service's shield to every answer.
 //!
-//! The rule, at each decision, for the jobs waiting past the bound, longest waiting first:
+//! The rule, at each decision, for the jobs waiting past the bound, the longest overdue first:
 //!
 //! - If the job fits now, on nodes no older starving job holds, those nodes are reserved for
 //!   it and the guard starts it there after the policy's own decision (the policy may start
 //!   it itself, anywhere it fits).
-//! - If it does not fit, nodes are reserved for it to drain: those where it could run (GPU
-//!   model, class, a task's size on the empty node), the ones with the most free GPUs first,
-//!   enough to hold all its tasks once empty (every node it could use, once those are empty
-//!   and it still does not fit). Nothing new starts on a reserved node but its job.
-//! - Preempting or resizing a job the guard protects (one that started past the bound) is
-//!   refused; so is starting, sharing or growing another job on a reserved node.
+//! - Else, if preempting running jobs would let it fit there, the guard preempts the cheapest
+//!   set (`make_room`: preemptible, not protected, least GPU-time in their current run, none
+//!   its placement does not need), reserves the room and starts it.
+//! - Else, if it is the first such job, nodes are reserved for it to drain: those where it
+//!   could run (GPU model, class, a task's size on the empty node), the ones with the most
+//!   free GPUs first, enough to hold all its tasks once empty (every node it could use, once
+//!   those are empty and it still does not fit). Nothing new starts on a reserved node but
+//!   its job. The jobs behind it that do not fit wait for their turn: one drain at a time, as
+//!   EASY reserves for its head only (draining for all at once, without run-time estimates to
+//!   backfill against, held most of the cluster idle).
+//! - Preempting or resizing a job the guard started, or a policy started past the bound, is
+//!   refused until it has restarted and reached its first checkpoint (`protection`; to its
+//!   end when jobs never checkpoint); so is starting, sharing or growing another job on a
+//!   reserved node.
 //!
-//! Without a time estimate there is no backfilling window (EASY's needs run times): a starving
-//! job waits at most the bound plus the time the jobs on its reserved nodes take to finish.
+//! So a starving job waits at most the bound (plus, where nothing in its way may be preempted,
+//! the drains of the jobs ahead of it and of its own nodes), and each rescue saves at least a
+//! checkpoint's progress.
 //!
-//! The bound (`StarvationBound`): a number of seconds, `off`, or `auto` (the default): four
-//! times the 90th percentile of the run times of the jobs seen to finish so far, at least one
-//! hour, and no bound until 20 jobs have finished (nothing to derive it from). Run times, not
-//! waits: a job that waits several times as long as nearly every job runs is starving, under
-//! any load.
+//! The bound (`StarvationBound`): a number of seconds (the same for every job, under any
+//! load), `off`, or `auto` (the default). `auto` is a base, four times the 90th percentile of
+//! the run times of the jobs seen to finish so far (at least one hour; no bound until 20 jobs
+//! have finished), plus, for each job, twice its *submit-order wait*: how long it would wait if
+//! the jobs ahead of it when it began to wait went first (the fair start time of Sabin,
+//! Kochhar and Sadayappan, "Job fairness in non-preemptive job scheduling", ICPP 2004),
+//! estimated then from the GPUs allocated and asked for by the pending jobs beyond the
+//! cluster's, at the mean run time seen so far (`allowance`). So `auto` lets no policy
+//! overtake a job indefinitely, and does not force submit order on every policy under a
+//! backlog that no order could clear within the base.
 
 use crate::cluster::{ClusterState, FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
+use crate::policy::RestartCost;
 use crate::units::{JobId, NodeId, SimTime};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// How long a job may wait before it is guaranteed a reservation.
@@ -100,6 +116,8 @@ const AUTO_FACTOR: f64 = 4.0;
 const AUTO_FLOOR: SimTime = SimTime::from_secs(3600);
 /// ... once this many jobs have finished.
 const AUTO_MIN_FINISHED: u64 = 20;
+/// `auto`: each job may wait, beyond the base, this many times its submit-order wait.
+const AUTO_FAIR_FACTOR: f64 = 2.0;
 /// Run-time histogram resolution for `auto`: buckets per doubling.
 const BUCKETS_PER_OCTAVE: f64 = 16.0;
 
@@ -143,8 +161,12 @@ impl Held {
 pub struct Reservations {
     /// Node -> the starving job it is held for.
     held: Held,
-    /// Starving jobs that fit now, with where the guard starts them if the policy does not.
+    /// Starving jobs that fit now (once `preempt` has run), with where the guard starts them
+    /// if the policy does not.
     pub starts: Vec<(JobId, Vec<TaskPlacement>)>,
+    /// Running jobs the guard preempts to make room for starving jobs in `starts`: to be
+    /// preempted before anything of the decision starts.
+    pub preempt: Vec<JobId>,
     /// The jobs waiting past the bound, longest waiting first.
     pub starving: Vec<JobId>,
 }
@@ -176,13 +198,17 @@ pub struct StarvationGuard {
     /// `auto`: finished run times, bucket -> count.
     run_times: BTreeMap<u32, u64>,
     finished: u64,
+    /// `auto`: the sum of the finished run times, ms (their mean prices the submit-order
+    /// wait).
+    ran_ms: f64,
     /// `auto`: the 90th percentile's bucket and how many run times lie in it or below, kept
     /// as run times are added (a walk over every bucket at each finish cost more than the
     /// simulator's own work per event on a long replay).
     p90: Option<(u32, u64)>,
     bound: Option<SimTime>,
-    /// Jobs that started past the bound and have not finished: never preempted or resized.
-    protected: HashSet<JobId, foldhash::fast::FixedState>,
+    /// Jobs that started past the bound, with when their protection from preemption and
+    /// resizing ends (`None`: at their end).
+    protected: HashMap<JobId, Option<SimTime>, foldhash::fast::FixedState>,
     /// The empty cluster, to ask where a job could ever run.
     empty: Option<ClusterState>,
 }
@@ -193,12 +219,13 @@ impl StarvationGuard {
             setting,
             run_times: BTreeMap::new(),
             finished: 0,
+            ran_ms: 0.0,
             p90: None,
             bound: match setting {
                 StarvationBound::Secs(s) => SimTime::from_secs_f64(s),
                 _ => None,
             },
-            protected: HashSet::default(),
+            protected: HashMap::default(),
             empty: None,
         }
     }
@@ -222,6 +249,7 @@ impl StarvationGuard {
         let b = (BUCKETS_PER_OCTAVE * (ran_ms.max(1) as f64).log2()).floor() as u32;
         *self.run_times.entry(b).or_insert(0) += 1;
         self.finished += 1;
+        self.ran_ms += ran_ms as f64;
         if let Some((top, below)) = &mut self.p90
             && b <= *top
         {
@@ -238,24 +266,46 @@ impl StarvationGuard {
         }
     }
 
+    /// How much longer than the bound a job that begins to wait now may wait (zero unless
+    /// `auto`): twice its submit-order wait, estimated from `backlog_gpu_milli` (milli-GPUs
+    /// allocated, plus those the pending jobs ask for, plus its own) beyond the cluster's
+    /// `capacity_gpu_milli`, all to be freed at the rate the cluster frees GPUs when every
+    /// job runs for the mean run time seen so far. Under no backlog, zero.
+    pub fn allowance(&self, backlog_gpu_milli: u64, capacity_gpu_milli: u64) -> SimTime {
+        if self.setting != StarvationBound::Auto || self.finished == 0 || capacity_gpu_milli == 0 {
+            return SimTime::ZERO;
+        }
+        let excess = backlog_gpu_milli.saturating_sub(capacity_gpu_milli) as f64;
+        let mean_ms = self.ran_ms / self.finished as f64;
+        let wait_ms = excess / capacity_gpu_milli as f64 * mean_ms;
+        SimTime((AUTO_FAIR_FACTOR * wait_ms) as u64)
+    }
+
     /// Whether `job` started past the bound and is still protected from preemption and
-    /// resizing.
-    pub fn protects(&self, job: JobId) -> bool {
-        self.protected.contains(&job)
+    /// resizing at `now`.
+    pub fn protects(&self, job: JobId, now: SimTime) -> bool {
+        self.protected
+            .get(&job)
+            .is_some_and(|until| until.is_none_or(|t| now < t))
     }
 
-    /// Marks `job`, waiting past the bound, as started: protected until it finishes.
-    pub fn started(&mut self, job: JobId) {
-        self.protected.insert(job);
+    /// Marks `job`, waiting past the bound, as started: protected until `until` (`protection`;
+    /// `None`: until it finishes).
+    pub fn started(&mut self, job: JobId, until: Option<SimTime>) {
+        self.protected.insert(job, until);
     }
 
-    /// The reservations for this decision on `state` (after the decision's preemptions):
-    /// `waiting` is the pending jobs with how long each has waited (since its submit, or its
-    /// last preemption), in any order. `state` is left as it was.
+    /// The reservations for this decision on `state` (after the decision's preemptions) at
+    /// `now`: `waiting` is the pending jobs with how long each has waited (since its submit,
+    /// or its last preemption) beyond its `allowance`, in any order; `victims` prices a
+    /// running job the guard may preempt (`Victim`; `None`: it may not). `state` is left as
+    /// it was.
     pub fn plan<'j>(
         &mut self,
         state: &mut ClusterState,
+        now: SimTime,
         waiting: impl Iterator<Item = (&'j JobSpec, SimTime)>,
+        victims: &dyn Fn(JobId) -> Option<Victim<'j>>,
     ) -> Reservations {
         let mut out = Reservations::default();
         let Some(bound) = self.bound else {
@@ -273,7 +323,7 @@ impl StarvationGuard {
         if starving.is_empty() {
             return out;
         }
-        // Longest waiting first; ties by id (ids are unique: an unstable sort orders them as a
+        // Longest overdue first; ties by id (ids are unique: an unstable sort orders them as a
         // stable one would).
         starving.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
         out.starving.reserve_exact(starving.len());
@@ -281,6 +331,7 @@ impl StarvationGuard {
         let empty = self
             .empty
             .get_or_insert_with(|| ClusterState::new(Arc::clone(&spec)));
+        let mut draining = false;
         for (_, job) in starving {
             out.starving.push(job.id);
             if out.held.len() >= spec.nodes.len() {
@@ -300,6 +351,32 @@ impl StarvationGuard {
                 out.starts.push((job.id, tasks));
                 continue;
             }
+            // Room by preemption, where the jobs in its way may be preempted.
+            let protected = |id: JobId| {
+                self.protected
+                    .get(&id)
+                    .is_some_and(|until| until.is_none_or(|t| now < t))
+            };
+            let price = |id: JobId| {
+                if protected(id) || out.preempt.contains(&id) {
+                    None
+                } else {
+                    victims(id)
+                }
+            };
+            if let Some((preempt, tasks)) = make_room(state, job, &out.held, &price) {
+                for t in &tasks {
+                    out.held.insert(t.node, job.id);
+                }
+                out.preempt.extend(preempt);
+                out.starts.push((job.id, tasks));
+                continue;
+            }
+            if draining {
+                // Its turn to drain comes when the one ahead of it starts.
+                continue;
+            }
+            draining = true;
             // Drain: the nodes it could use, the most free GPUs first, until they could hold
             // its tasks once empty; all of them once those are empty and it still waits.
             let mask = spec.job_mask(job);
@@ -326,6 +403,79 @@ impl StarvationGuard {
         }
         out
     }
+}
+
+/// A running job the starvation guard may preempt: what preempting it risks (GPU-time of its
+/// current run, milli-GPU x ms: the work since its last checkpoint is at most that), and its
+/// spec.
+#[derive(Debug, Clone, Copy)]
+pub struct Victim<'j> {
+    pub risk: u128,
+    pub spec: &'j JobSpec,
+}
+
+/// Room for `job` (one that does not fit now) by preemption, away from the `held` nodes: the
+/// preemptible running jobs `victims` prices, cheapest first, freed on a copy of `state` until
+/// the job fits (best fit), then each one its placement does not need spared, the most
+/// expensive first (taken back where it ran). The victims, cheapest first, and the placement;
+/// `None` when freeing every one of them would not let it fit.
+fn make_room<'j>(
+    state: &ClusterState,
+    job: &JobSpec,
+    held: &Held,
+    victims: &dyn Fn(JobId) -> Option<Victim<'j>>,
+) -> Option<(Vec<JobId>, Vec<TaskPlacement>)> {
+    let mut pool: Vec<(u128, JobId, &'j JobSpec)> = state
+        .running()
+        .filter(|a| a.preemptible)
+        .filter_map(|a| victims(a.job).map(|v| (v.risk, a.job, v.spec)))
+        .collect();
+    if pool.is_empty() {
+        return None;
+    }
+    pool.sort_unstable_by_key(|(risk, id, _)| (*risk, *id));
+    let mut copy = state.clone();
+    for n in &held.nodes {
+        copy.exclude_node(*n);
+    }
+    let mut freed = Vec::new();
+    let mut fit = None;
+    for (_, id, spec) in pool {
+        let Ok(alloc) = copy.preempt(id) else {
+            continue;
+        };
+        freed.push((id, spec, alloc));
+        fit = copy.find_job_placement(job, FitStrategy::BestFit);
+        if fit.is_some() {
+            break;
+        }
+    }
+    let tasks = fit?;
+    copy.clear_excluded();
+    copy.allocate(job, tasks.clone()).ok()?;
+    let mut needed = Vec::new();
+    for (id, spec, alloc) in freed.into_iter().rev() {
+        if copy.allocate(spec, alloc.tasks.to_vec()).is_err() {
+            needed.push(id);
+        }
+    }
+    needed.reverse();
+    Some((needed, tasks))
+}
+
+/// When the protection of a job started past the bound at `start` ends: once it has restarted
+/// (`cost.overhead`) and reached its first checkpoint, so that every rescue saves progress and
+/// a job preempted then waits at most the bound again; `None` (at its end) when jobs never
+/// checkpoint, as a preemption would lose all it did. Protected to its end in every case, a
+/// days-long run held its GPUs against every job behind it, and under a preemptive policy the
+/// waits of the jobs it blocked passed the bound in turn.
+pub fn protection(start: SimTime, cost: RestartCost) -> Option<SimTime> {
+    let checkpoint = cost.checkpoint?;
+    Some(
+        start
+            .saturating_add(cost.overhead)
+            .saturating_add(checkpoint),
+    )
 }
 
 /// The first bucket of `run_times` (bucket -> count) at which the cumulative count reaches
@@ -412,6 +562,137 @@ mod tests {
             })
             .map_or(0.0, |(b, _)| ((*b + 1) as f64 / BUCKETS_PER_OCTAVE).exp2());
         Some(SimTime((AUTO_FACTOR * p90) as u64).max(AUTO_FLOOR))
+    }
+
+    #[test]
+    fn auto_allows_twice_the_submit_order_wait_and_a_fixed_bound_nothing() {
+        let mut guard = StarvationGuard::new(StarvationBound::Auto);
+        // No history, no price.
+        assert_eq!(guard.allowance(12_000, 4_000), SimTime::ZERO);
+        for i in 0..20 {
+            guard.finished(JobId(i), 3_600_000);
+        }
+        // 8 GPUs beyond the cluster's 4 to free, 4 at a time every mean run (1 h): a 2 h
+        // submit-order wait, allowed twice.
+        assert_eq!(guard.allowance(12_000, 4_000), SimTime::from_secs(4 * 3600));
+        // Room for it now: no wait to allow.
+        assert_eq!(guard.allowance(3_000, 4_000), SimTime::ZERO);
+        assert_eq!(guard.allowance(4_000, 4_000), SimTime::ZERO);
+        let mut fixed = StarvationGuard::new(StarvationBound::Secs(7200.0));
+        for i in 0..20 {
+            fixed.finished(JobId(i), 3_600_000);
+        }
+        assert_eq!(fixed.allowance(12_000, 4_000), SimTime::ZERO);
+    }
+
+    #[test]
+    fn one_starving_job_drains_at_a_time_and_the_ones_that_fit_still_start() {
+        use crate::cluster::{TaskPlacement, tests::uniform};
+        use crate::job::{TaskRequest, tests::job};
+        // Three nodes of 4 GPUs, one GPU busy on each: two starving 4-GPU jobs fit nowhere,
+        // a starving 1-GPU job fits anywhere.
+        let spec = Arc::new(uniform(3, 4, "V100", 64_000, 512_000));
+        let mut state = ClusterState::new(spec);
+        let mut busy = job("busy", 0, TaskRequest::whole(1, 1000, 1024));
+        for n in 0..3u32 {
+            busy.id = JobId(10 + n);
+            let tasks = vec![TaskPlacement {
+                node: NodeId(n),
+                gpus: vec![0],
+            }];
+            state.allocate(&busy, tasks).unwrap();
+        }
+        let mut big1 = job("big1", 0, TaskRequest::whole(4, 1000, 1024));
+        big1.id = JobId(0);
+        let mut big2 = job("big2", 0, TaskRequest::whole(4, 1000, 1024));
+        big2.id = JobId(1);
+        let mut small = job("small", 0, TaskRequest::whole(1, 1000, 1024));
+        small.id = JobId(2);
+        let mut guard = StarvationGuard::new(StarvationBound::Secs(3600.0));
+        let h = |n: u64| SimTime::from_secs(n * 3600);
+        let waiting = [(&big1, h(3)), (&big2, h(2)), (&small, h(1))];
+        // Nothing may be preempted: `big1` drains.
+        let held = guard.plan(&mut state, SimTime::ZERO, waiting.into_iter(), &|_| None);
+        assert_eq!(held.starving, vec![JobId(0), JobId(1), JobId(2)]);
+        // `big1` drains one node (the node it needs); `big2` waits for its turn and holds
+        // none; `small` starts on a node `big1` does not hold.
+        let holders: Vec<Option<JobId>> = (0..3).map(|n| held.holder(NodeId(n))).collect();
+        assert_eq!(
+            holders.iter().filter(|h| **h == Some(JobId(0))).count(),
+            1,
+            "{holders:?}"
+        );
+        assert!(!holders.contains(&Some(JobId(1))), "{holders:?}");
+        assert_eq!(held.starts.len(), 1);
+        assert_eq!(held.starts[0].0, JobId(2));
+        assert_ne!(held.holder(held.starts[0].1[0].node), Some(JobId(0)));
+    }
+
+    #[test]
+    fn room_is_made_by_the_cheapest_preemptions_the_placement_needs() {
+        use crate::cluster::{TaskPlacement, tests::uniform};
+        use crate::job::{TaskRequest, tests::job};
+        // Three nodes of 4 GPUs. Node 0: a (2 GPUs, risk 10) and b (2 GPUs, risk 100);
+        // node 1: c (4 GPUs, risk 50); node 2: d (4 GPUs, not preemptible).
+        let spec = Arc::new(uniform(3, 4, "V100", 64_000, 512_000));
+        let mut state = ClusterState::new(spec);
+        let mut specs = Vec::new();
+        for (i, (name, node, gpus, preemptible)) in [
+            ("a", 0, vec![0u8, 1], true),
+            ("b", 0, vec![2, 3], true),
+            ("c", 1, vec![0, 1, 2, 3], true),
+            ("d", 2, vec![0, 1, 2, 3], false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut j = job(name, 0, TaskRequest::whole(gpus.len() as u32, 1000, 1024));
+            j.id = JobId(10 + i as u32);
+            j.preemptible = preemptible;
+            let tasks = vec![TaskPlacement {
+                node: NodeId(node),
+                gpus,
+            }];
+            state.allocate(&j, tasks).unwrap();
+            specs.push(j);
+        }
+        let risk = [10u128, 100, 50, 0];
+        let mut big = job("big", 0, TaskRequest::whole(4, 1000, 1024));
+        big.id = JobId(0);
+        let h = SimTime::from_secs(3600);
+        let plan = |state: &mut ClusterState, guard: &mut StarvationGuard| {
+            let victims = |id: JobId| {
+                let i = (id.0 - 10) as usize;
+                Some(Victim {
+                    risk: risk[i],
+                    spec: &specs[i],
+                })
+            };
+            guard.plan(state, h, [(&big, h)].into_iter(), &victims)
+        };
+        let mut guard = StarvationGuard::new(StarvationBound::Secs(1800.0));
+        // a alone is not enough; a then c is, and big's placement (node 1) spares a.
+        let held = plan(&mut state, &mut guard);
+        assert_eq!(held.preempt, vec![JobId(12)]);
+        assert_eq!(held.starts.len(), 1);
+        assert_eq!(held.starts[0].1[0].node, NodeId(1));
+        assert_eq!(held.holder(NodeId(1)), Some(JobId(0)));
+        // c protected (started past the bound, before its first checkpoint): a and b go.
+        guard.started(JobId(12), Some(h.saturating_add(h)));
+        let held = plan(&mut state, &mut guard);
+        assert_eq!(held.preempt, vec![JobId(10), JobId(11)]);
+        assert_eq!(held.starts[0].1[0].node, NodeId(0));
+        // Once its protection has ended, c is a victim again; d never is.
+        guard.started(JobId(12), Some(h));
+        let held = plan(&mut state, &mut guard);
+        assert_eq!(held.preempt, vec![JobId(12)]);
+        assert!(!held.preempt.contains(&JobId(13)));
+        // Nothing to preempt: the first starving job that does not fit drains.
+        let held = guard.plan(&mut state, h, [(&big, h)].into_iter(), &|_| None);
+        assert!(held.preempt.is_empty() && held.starts.is_empty());
+        assert!((0..3).any(|n| held.holder(NodeId(n)) == Some(JobId(0))));
+        // The state is left as it was.
+        assert_eq!(state.running().count(), 4);
     }
 
     #[test]

@@ -111,6 +111,10 @@ struct Hidden {
     epoch: u32,
     finish: Option<SimTime>,
     nodes: Vec<NodeId>,
+    /// Not hidden, kept here with the per-job books that forks carry: how much longer than
+    /// the starvation bound the job may wait since it last began to wait
+    /// (`StarvationGuard::allowance`, set as it began).
+    wait_allowance: SimTime,
 }
 
 impl Hidden {
@@ -158,9 +162,12 @@ pub struct Simulator<'t> {
     runtime: Vec<JobRuntime>,
     hidden: Vec<Hidden>,
     pending: BTreeSet<JobId>,
-    /// The pending jobs by when they began to wait (`waiting_since`), earliest first: the
-    /// starvation guard reads only those that may have waited past the bound.
+    /// The pending jobs by when they began to wait plus their allowance (`waiting_key`),
+    /// earliest first: the starvation guard reads only those that may have waited past the
+    /// bound.
     waiting: BTreeSet<(SimTime, JobId)>,
+    /// Milli-GPUs the pending jobs ask for (the starvation bound's backlog).
+    pending_gpu_milli: u64,
     /// Jobs finished since the previous decision.
     recently_finished: Vec<JobId>,
     heap: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
@@ -312,6 +319,7 @@ impl<'t> Simulator<'t> {
             hidden,
             pending: BTreeSet::new(),
             waiting: BTreeSet::new(),
+            pending_gpu_milli: 0,
             recently_finished: Vec::new(),
             heap: BinaryHeap::new(),
             seq: 0,
@@ -471,7 +479,7 @@ impl<'t> Simulator<'t> {
         // policy's.
         let mut refused = false;
         for id in &decision.preemptions {
-            if self.guard.protects(*id) {
+            if self.guard.protects(*id, self.now) {
                 self.bound_vetoes += 1;
                 refused = true;
             } else if !self.preempt(*id) {
@@ -479,8 +487,14 @@ impl<'t> Simulator<'t> {
             }
         }
         let held = self.reservations();
+        for id in &held.preempt {
+            // Room for a starving job (`held.starts`): a preemption like a policy's.
+            if !self.preempt(*id) {
+                self.rejected += 1;
+            }
+        }
         for p in &decision.resizes {
-            if self.guard.protects(p.job) || !held.admits(p.job, &p.tasks) {
+            if self.guard.protects(p.job, self.now) || !held.admits(p.job, &p.tasks) {
                 self.bound_vetoes += 1;
                 refused = true;
             } else if !self.resize(p.job, p.tasks.clone()) {
@@ -507,12 +521,12 @@ impl<'t> Simulator<'t> {
             } else if !ok {
                 self.rejected += 1;
             } else if held.starving.contains(&p.job) {
-                self.guard.started(p.job);
+                self.guard.started(p.job, self.protection());
             }
         }
         for (job, tasks) in held.starts {
             if self.runtime[job.index()].state == JobState::Pending && self.start(job, tasks) {
-                self.guard.started(job);
+                self.guard.started(job, self.protection());
                 self.bound_starts += 1;
             }
         }
@@ -525,16 +539,41 @@ impl<'t> Simulator<'t> {
         if self.guard.bound().is_none() || self.pending.is_empty() {
             return Reservations::default();
         }
-        let (now, jobs) = (self.now, self.trace.jobs());
-        // Only jobs waiting since `now - bound` or earlier can have waited past it (`plan`
-        // filters them by the bound itself): not every pending job at every decision.
+        let (now, jobs, runtime) = (self.now, self.trace.jobs(), &self.runtime);
+        // Only jobs waiting (beyond their allowance) since `now - bound` or earlier can have
+        // waited past it (`plan` filters them by the bound itself): not every pending job at
+        // every decision.
         let last = now.saturating_sub(self.guard.bound().unwrap_or(SimTime::ZERO));
         let waiting = self
             .waiting
             .iter()
-            .take_while(|(since, _)| *since <= last)
-            .map(|(since, id)| (&jobs[id.index()], now.saturating_sub(*since)));
-        self.guard.plan(self.cluster.get_mut(), waiting)
+            .take_while(|(key, _)| *key <= last)
+            .map(|(key, id)| (&jobs[id.index()], now.saturating_sub(*key)));
+        // The guard may preempt any preemptible job it does not protect, priced by the
+        // GPU-time of its current run, as `preempt` prices its victims.
+        let victims = |id: JobId| {
+            let spec = &jobs[id.index()];
+            let ran = runtime[id.index()]
+                .run_start
+                .map_or(0, |s| now.saturating_sub(s).ms());
+            Some(crate::policy::Victim {
+                risk: u128::from(ran) * u128::from(spec.gpu_milli_total()),
+                spec,
+            })
+        };
+        self.guard
+            .plan(self.cluster.get_mut(), now, waiting, &victims)
+    }
+
+    /// When a job the starvation guard starts now stops being protected.
+    fn protection(&self) -> Option<SimTime> {
+        crate::policy::protection(
+            self.now,
+            RestartCost {
+                overhead: self.r.restart_overhead,
+                checkpoint: self.r.checkpoint,
+            },
+        )
     }
 
     /// When pending `id` began to wait: its submit, or its last preemption.
@@ -543,10 +582,27 @@ impl<'t> Simulator<'t> {
         rt.last_stop.unwrap_or(self.trace.jobs()[id.index()].submit)
     }
 
-    /// Makes `id` pending (its `last_stop` set first when it was stopped).
+    /// When pending `id`'s wait counts toward the starvation bound: when it began to wait,
+    /// plus its allowance.
+    fn waiting_key(&self, id: JobId) -> SimTime {
+        self.waiting_since(id)
+            .saturating_add(self.hidden[id.index()].wait_allowance)
+    }
+
+    /// Makes `id` pending (its `last_stop` set first when it was stopped), with the wait the
+    /// starvation bound allows it beyond the bound, priced on the backlog it joins.
     fn enqueue(&mut self, id: JobId) {
+        let asks = self.trace.jobs()[id.index()].gpu_milli_total();
+        self.pending_gpu_milli += asks;
+        if self.guard.setting() == crate::policy::StarvationBound::Auto {
+            let cluster = self.cluster.borrow();
+            let backlog = cluster.allocated_gpu_milli() + self.pending_gpu_milli;
+            let capacity = cluster.spec().total_gpu_milli();
+            drop(cluster);
+            self.hidden[id.index()].wait_allowance = self.guard.allowance(backlog, capacity);
+        }
         self.pending.insert(id);
-        self.waiting.insert((self.waiting_since(id), id));
+        self.waiting.insert((self.waiting_key(id), id));
     }
 
     fn next_time(&mut self) -> Option<SimTime> {
@@ -769,9 +825,10 @@ impl<'t> Simulator<'t> {
         let end = self.now.saturating_add(SimTime(run_ms as u64));
         let epoch = h.epoch;
         if self.runtime[id.index()].state != JobState::Running {
-            let since = self.waiting_since(id);
-            self.waiting.remove(&(since, id));
+            let key = self.waiting_key(id);
+            self.waiting.remove(&(key, id));
             self.pending.remove(&id);
+            self.pending_gpu_milli -= self.trace.jobs()[id.index()].gpu_milli_total();
             self.running += 1;
         }
         let rt = &mut self.runtime[id.index()];

@@ -189,6 +189,7 @@ impl Simulator<'_> {
             pending: self.pending.clone(),
             // Rebuilt below from the fork's own runtime and trace.
             waiting: BTreeSet::new(),
+            pending_gpu_milli: self.pending_gpu_milli,
             recently_finished: finished.into_iter().map(|(_, id)| id).collect(),
             heap,
             seq: self.seq,
@@ -227,7 +228,7 @@ impl Simulator<'_> {
         fork.waiting = fork
             .pending
             .iter()
-            .map(|id| (fork.waiting_since(*id), *id))
+            .map(|id| (fork.waiting_key(*id), *id))
             .collect();
         Ok(fork)
     }
