@@ -262,15 +262,13 @@ impl Policy for Composite {
         // The order first: it may read the cluster, which the planner then borrows mutably.
         let mut order = self.ordering.order(ctx);
         let mut planner = ctx.planner();
-        // Under quotas, a job its queue cannot admit now (this decision's starts counted) is
-        // skipped: it neither blocks the order nor reaches the modifiers (Kueue's
-        // BestEffortFIFO). One placed where its queue has no room is taken back and skipped.
+        // Under quotas, capacity comes first, as without them: a job that does not fit is
+        // handled as ever (it blocks a blocking order). One that fits where its queue cannot
+        // admit it now (this decision's starts counted) is taken back and skipped: it blocks
+        // nobody (Kueue's BestEffortFIFO) and is not shown to the modifiers.
         let mut quota = ctx.quota().map(|q| q.plan());
         for id in order.by_ref() {
             let job = ctx.job(id);
-            if quota.as_ref().is_some_and(|q| q.admits(job).is_err()) {
-                continue;
-            }
             let mark = planner.mark();
             match self.placer.place(&mut planner, job) {
                 Some(tasks) if quota.as_mut().is_some_and(|q| !q.take(job, &tasks)) => {

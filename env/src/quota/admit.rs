@@ -248,22 +248,42 @@ impl Admission {
         self.admits_in(&self.tree, job)
     }
 
+    /// Whether `job`'s queue could admit its whole request on some node kind it may use with
+    /// nothing in use (Kueue's potential available: nominal plus what it may borrow). A job
+    /// for which this is `false` can never start.
+    pub fn could_ever_admit(&self, job: &JobSpec) -> bool {
+        let Some(q) = self.queue(job) else {
+            return true;
+        };
+        self.kind_amounts(job).any(|amounts| {
+            amounts
+                .iter()
+                .all(|(fr, v)| *v <= self.tree.potential_available(q, fr))
+        })
+    }
+
+    /// `job`'s whole request on each node kind it may use, in the cluster's order.
+    fn kind_amounts<'s>(&'s self, job: &'s JobSpec) -> impl Iterator<Item = Amounts> + 's {
+        let allowed = self.spec.model_mask(&job.gpu_types);
+        self.kinds
+            .iter()
+            .filter(move |kind| match kind {
+                Some(m) => job.task.gpus == 0 || allowed & (1u64 << m.0) != 0,
+                None => job.task.gpus == 0,
+            })
+            .map(move |&kind| {
+                let mut amounts = Vec::new();
+                add_task(&mut amounts, self.charge_of(kind), &job.task, job.tasks);
+                amounts
+            })
+    }
+
     fn admits_in(&self, tree: &QuotaTree, job: &JobSpec) -> Result<(), Blocked> {
         let Some(q) = self.queue(job) else {
             return Ok(());
         };
-        let allowed = self.spec.model_mask(&job.gpu_types);
         let mut first = None;
-        for &kind in &self.kinds {
-            let usable = match kind {
-                Some(m) => job.task.gpus == 0 || allowed & (1u64 << m.0) != 0,
-                None => job.task.gpus == 0,
-            };
-            if !usable {
-                continue;
-            }
-            let mut amounts = Vec::new();
-            add_task(&mut amounts, self.charge_of(kind), &job.task, job.tasks);
+        for amounts in self.kind_amounts(job) {
             match tree.admit_check(q, &amounts) {
                 Ok(()) => return Ok(()),
                 Err(b) => {

@@ -576,8 +576,9 @@ impl<'t> Simulator<'t> {
     }
 
     /// The starvation guard's reservations for the decision being applied (none while no
-    /// bound is in force). A job its queue cannot admit now holds no reservation: the guard
-    /// could not start it.
+    /// bound is in force). A job its queue could never admit (above its nominal plus what it
+    /// may borrow) holds no reservation; one its queue cannot admit yet does (the drain also
+    /// stops others' starts there), and the guard starts it once its queue admits it.
     fn reservations(&mut self) -> Reservations {
         if self.guard.bound().is_none() || self.pending.is_empty() {
             return Reservations::default();
@@ -591,7 +592,7 @@ impl<'t> Simulator<'t> {
             .waiting
             .iter()
             .take_while(|(since, _)| *since <= last)
-            .filter(|(_, id)| admission.is_none_or(|a| a.admits(&jobs[id.index()]).is_ok()))
+            .filter(|(_, id)| admission.is_none_or(|a| a.could_ever_admit(&jobs[id.index()])))
             .map(|(since, id)| (&jobs[id.index()], now.saturating_sub(*since)));
         self.guard.plan(self.cluster.get_mut(), waiting)
     }
