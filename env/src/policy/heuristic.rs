@@ -265,7 +265,8 @@ impl Policy for Composite {
         // Under quotas, capacity comes first, as without them: a job that does not fit is
         // handled as ever (it blocks a blocking order). One that fits where its queue cannot
         // admit it now (this decision's starts counted) is taken back and skipped: it blocks
-        // nobody (Kueue's BestEffortFIFO) and is not shown to the modifiers.
+        // nobody (Kueue's BestEffortFIFO). The modifiers are shown only jobs their queue
+        // admits now, so that none preempts or reserves for a job the quota would refuse.
         let mut quota = ctx.quota().map(|q| q.plan());
         for id in order.by_ref() {
             let job = ctx.job(id);
@@ -285,6 +286,9 @@ impl Policy for Composite {
                 None if rest.len() < wanted => rest.push(id),
                 None => {}
             }
+        }
+        if let Some(q) = &quota {
+            rest.retain(|id| q.admits(ctx.job(*id)).is_ok());
         }
         for m in &mut self.modifiers {
             // A job an earlier modifier started (preempting for it, or on a shared GPU) waits
