@@ -56,13 +56,27 @@ fn a_team_over_its_quota_waits_and_is_told_why() {
     );
     let path = file.to_str().expect("UTF-8 temp path");
     let out = lachesis(&[
-        "simulate", "--trace", TINY, "--cluster", TINY_CLUSTER, "--quotas", path, "--json",
+        "simulate",
+        "--trace",
+        TINY,
+        "--cluster",
+        TINY_CLUSTER,
+        "--quotas",
+        path,
+        "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s: Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
     assert_eq!(s["quotas"], path);
     assert_eq!(s["jobs"], 20);
-    assert_eq!(s["finished"], 17, "detr-ft, vit-large and distill never start");
+    assert_eq!(
+        s["finished"], 17,
+        "detr-ft, vit-large and distill never start"
+    );
     assert_eq!(s["rejected_decisions"], 0);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -74,7 +88,14 @@ fn a_team_over_its_quota_waits_and_is_told_why() {
     );
     // The table says it too.
     let out = lachesis(&[
-        "simulate", "--trace", TINY, "--cluster", TINY_CLUSTER, "--quotas", path, "-q",
+        "simulate",
+        "--trace",
+        TINY,
+        "--cluster",
+        TINY_CLUSTER,
+        "--quotas",
+        path,
+        "-q",
     ]);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -102,7 +123,13 @@ fn a_bad_quota_file_is_refused_naming_file_line_and_field() {
     );
     let path = file.to_str().expect("UTF-8 temp path");
     let stderr = fails(&[
-        "simulate", "--trace", TINY, "--cluster", TINY_CLUSTER, "--quotas", path,
+        "simulate",
+        "--trace",
+        TINY,
+        "--cluster",
+        TINY_CLUSTER,
+        "--quotas",
+        path,
     ]);
     assert!(
         stderr.contains(&format!(
@@ -117,22 +144,40 @@ fn a_bad_quota_file_is_refused_naming_file_line_and_field() {
     );
     let path = file.to_str().expect("UTF-8 temp path");
     for cmd in ["simulate", "compare"] {
-        let stderr = fails(&[
-            cmd, "--trace", TINY, "--cluster", TINY_CLUSTER, "--quotas", path, "--policies",
-            "fifo/best-fit",
-        ]
-        .into_iter()
-        .filter(|a| cmd == "compare" || !["--policies", "fifo/best-fit"].contains(a))
-        .collect::<Vec<_>>());
+        let stderr = fails(
+            &[
+                cmd,
+                "--trace",
+                TINY,
+                "--cluster",
+                TINY_CLUSTER,
+                "--quotas",
+                path,
+                "--policies",
+                "fifo/best-fit",
+            ]
+            .into_iter()
+            .filter(|a| cmd == "compare" || !["--policies", "fifo/best-fit"].contains(a))
+            .collect::<Vec<_>>(),
+        );
         assert!(
             stderr.contains("tenant `nlp` (job bert-base) has no queue: add a queue named `nlp`"),
             "{cmd}: {stderr}"
         );
     }
     let stderr = fails(&[
-        "simulate", "--trace", TINY, "--cluster", TINY_CLUSTER, "--quotas", "no/such.toml",
+        "simulate",
+        "--trace",
+        TINY,
+        "--cluster",
+        TINY_CLUSTER,
+        "--quotas",
+        "no/such.toml",
     ]);
-    assert!(stderr.contains("no/such.toml: cannot read the quota file"), "{stderr}");
+    assert!(
+        stderr.contains("no/such.toml: cannot read the quota file"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -160,10 +205,29 @@ fn equal_shares_on_bundled_traces_with_tenants_change_no_result() {
     let out = std::env::temp_dir().join(format!("lachesis-quotas-{}-cmp", std::process::id()));
     let out_str = out.to_str().expect("UTF-8 temp path");
     let run = lachesis(&[
-        "compare", "--trace", TINY, "--cluster", TINY_CLUSTER, "--policies",
-        "fifo/best-fit,sjf/best-fit", "--windows", "0", "--load", "none", "--resamples", "20",
-        "--quotas", "equal", "--quiet", "--out", out_str,
+        "compare",
+        "--trace",
+        TINY,
+        "--cluster",
+        TINY_CLUSTER,
+        "--policies",
+        "fifo/best-fit,sjf/best-fit",
+        "--windows",
+        "0",
+        "--load",
+        "none",
+        "--resamples",
+        "20",
+        "--quotas",
+        "equal",
+        "--quiet",
+        "--out",
+        out_str,
     ]);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let _ = fs::remove_dir_all(&out);
 }

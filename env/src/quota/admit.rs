@@ -138,9 +138,11 @@ impl Admission {
                     frs.iter()
                         .find(|fr| fr.resource == r && fr.flavor.eq_ignore_ascii_case(m))
                 });
-                Some(named.cloned().unwrap_or_else(|| {
-                    FlavorResource::new(DEFAULT_FLAVOR, r)
-                }))
+                Some(
+                    named
+                        .cloned()
+                        .unwrap_or_else(|| FlavorResource::new(DEFAULT_FLAVOR, r)),
+                )
             })
         };
         let by_model = spec.models.iter().map(|m| charge(Some(&m.name))).collect();
@@ -183,7 +185,10 @@ impl Admission {
                 .gpu_model
                 .map_or(DEFAULT_FLAVOR, |m| spec.model(m).name.as_str());
             let gpu_milli = u64::from(n.gpus) * u64::from(crate::units::GPU_MILLI);
-            for (r, v) in RESOURCES.into_iter().zip([gpu_milli, n.cpu_milli, n.mem_mib]) {
+            for (r, v) in RESOURCES
+                .into_iter()
+                .zip([gpu_milli, n.cpu_milli, n.mem_mib])
+            {
                 let fr = FlavorResource::new(flavor, r);
                 let v = i64::try_from(v).unwrap_or(i64::MAX);
                 match capacity.iter_mut().find(|(f, _)| *f == fr) {
@@ -226,7 +231,11 @@ impl Admission {
     pub fn amounts(&self, job: &JobSpec, tasks: &[TaskPlacement]) -> Amounts {
         let mut out: Amounts = Vec::new();
         for t in tasks {
-            let kind = self.spec.nodes.get(t.node.index()).and_then(|n| n.gpu_model);
+            let kind = self
+                .spec
+                .nodes
+                .get(t.node.index())
+                .and_then(|n| n.gpu_model);
             add_task(&mut out, self.charge_of(kind), &job.task, 1);
         }
         out
@@ -374,9 +383,7 @@ impl QuotaPlan<'_> {
         if tree.admit_check(q, &amounts).is_err() {
             return false;
         }
-        let tree = self
-            .tree
-            .get_or_insert_with(|| self.admission.tree.clone());
+        let tree = self.tree.get_or_insert_with(|| self.admission.tree.clone());
         for (fr, v) in &amounts {
             tree.add_usage(q, fr, *v);
         }

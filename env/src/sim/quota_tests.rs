@@ -71,10 +71,8 @@ fn quota_file(name: &str, a_gpus: u32, a_borrow: Option<u32>) -> String {
          [[queue]]\nname = \"b\"\ncohort = \"org\"\n\
          [[queue.quota]]\nflavor = \"V100\"\nresource = \"gpu\"\nnominal = 6\n"
     );
-    let path = std::env::temp_dir().join(format!(
-        "lachesis-quota-{}-{name}.toml",
-        std::process::id()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("lachesis-quota-{}-{name}.toml", std::process::id()));
     std::fs::write(&path, text).expect("the temp dir is writable");
     path.to_str().expect("temp paths are UTF-8").to_string()
 }
@@ -278,9 +276,14 @@ fn tenants_without_a_queue_go_to_default_or_are_named() {
     assert_eq!(r.summary.finished, 1);
     assert_eq!(r.quota_blocked[0].1.fr.to_string(), "V100/gpu");
     let bad = write("bad", "[[queue]]\nname = \"a\"\nnominal = 3\n");
-    let err = Simulator::new(&t, spec, &cfg(&bad)).unwrap_err().to_string();
+    let err = Simulator::new(&t, spec, &cfg(&bad))
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("quotas: "), "{err}");
-    assert!(err.contains(&format!("{bad}:3:1: queue[0].nominal")), "{err}");
+    assert!(
+        err.contains(&format!("{bad}:3:1: queue[0].nominal")),
+        "{err}"
+    );
 }
 
 #[test]
