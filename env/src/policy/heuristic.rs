@@ -266,7 +266,9 @@ impl Policy for Composite {
         // handled as ever (it blocks a blocking order). One that fits where its queue cannot
         // admit it now (this decision's starts counted) is taken back and skipped: it blocks
         // nobody (Kueue's BestEffortFIFO). The modifiers are shown only jobs their queue
-        // admits now, so that none preempts or reserves for a job the quota would refuse.
+        // admits now: none backfills or preempts for a start the quota would refuse
+        // (preempting for quota is Kueue's preemption, not done yet). A blocking order's head
+        // stays if its queue could ever admit it, as EASY must reserve for it.
         let mut quota = ctx.quota().map(|q| q.plan());
         for id in order.by_ref() {
             let job = ctx.job(id);
@@ -288,7 +290,11 @@ impl Policy for Composite {
             }
         }
         if let Some(q) = &quota {
-            rest.retain(|id| q.admits(ctx.job(*id)).is_ok());
+            let head = rest.first().copied().filter(|_| blocks);
+            rest.retain(|id| {
+                let job = ctx.job(*id);
+                q.admits(job).is_ok() || (Some(*id) == head && q.could_ever_admit(job))
+            });
         }
         for m in &mut self.modifiers {
             // A job an earlier modifier started (preempting for it, or on a shared GPU) waits

@@ -366,6 +366,11 @@ pub struct QuotaPlan<'a> {
 }
 
 impl QuotaPlan<'_> {
+    /// [`Admission::could_ever_admit`] (this plan's charges change nothing there).
+    pub fn could_ever_admit(&self, job: &JobSpec) -> bool {
+        self.admission.could_ever_admit(job)
+    }
+
     /// [`Admission::admits`], this plan's charges included.
     pub fn admits(&self, job: &JobSpec) -> Result<(), Blocked> {
         let tree = self.tree.as_ref().unwrap_or(&self.admission.tree);
