@@ -121,6 +121,14 @@ fn stepped(t: &Trace, cfg: &SimConfig, policy: &mut dyn Policy) -> (SimResult, i
         }
         most_a = most_a.max(held[0]);
     }
+    // Every job that ran has given its quota back.
+    if sim.cluster().running().len() == 0 {
+        let tree = sim.admission().expect("a run with quotas").tree();
+        for q in ["a", "b"] {
+            let n = tree.node(q).expect("queue");
+            assert_eq!(tree.usage(n, &v100_gpu()), 0, "books of {q} at the end");
+        }
+    }
     let r = sim.finish(policy.name(), 0.0);
     (r, most_a)
 }
@@ -129,8 +137,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// With borrowing off, queue `a` never holds more than its nominal 2 GPUs, under FIFO,
-    /// SJF and a policy that tries to start everything; every job still finishes, and the
-    /// composed heuristics waste no decision on a job its queue cannot admit.
+    /// SJF, Tiresias' LAS preemption (10 min ticks) and a policy that tries to start
+    /// everything; every job still finishes, and the composed heuristics that do not preempt
+    /// waste no decision on a job its queue cannot admit.
     #[test]
     fn a_queue_never_exceeds_its_nominal_without_borrowing(
         jobs in prop::collection::vec((0u32..2, 0u64..7200, 1u32..3, 60u64..5400), 1..30),
@@ -139,9 +148,15 @@ proptest! {
         let cfg = SimConfig {
             quotas: Some(quota_file("prop", 2, Some(0))),
             starvation_bound: StarvationBound::Off,
+            tick_s: 600.0,
             ..SimConfig::default()
         };
-        for name in ["fifo/best-fit", "sjf/best-fit", "start-everything"] {
+        for name in [
+            "fifo/best-fit",
+            "sjf/best-fit",
+            "tiresias/best-fit/las-preempt",
+            "start-everything",
+        ] {
             let mut policy: Box<dyn Policy> = match name {
                 "start-everything" => Box::new(StartEverything),
                 _ => build_policy(name, 0).expect("a library policy"),
@@ -150,7 +165,7 @@ proptest! {
             prop_assert!(most_a <= 2000, "{name}: a held {most_a} milli-GPU");
             prop_assert_eq!(r.summary.finished, t.len() as u64, "{}", name);
             prop_assert_eq!(r.summary.rejected_decisions, 0);
-            if name != "start-everything" {
+            if !["start-everything", "tiresias/best-fit/las-preempt"].contains(&name) {
                 prop_assert_eq!(r.summary.quota_vetoes, 0, "{}", name);
             }
             prop_assert!(r.quota_blocked.is_empty());
