@@ -7,6 +7,7 @@ use super::planner::Planner;
 use super::{Decision, Placement, Policy, PolicyError};
 use crate::cluster::{FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
+use crate::quota::QuotaPlan;
 use crate::units::JobId;
 
 /// Decides which pending job is considered next.
@@ -276,6 +277,12 @@ impl Policy for Composite {
             match self.placer.place(&mut planner, job) {
                 Some(tasks) if quota.as_mut().is_some_and(|q| !q.take(job, &tasks)) => {
                     planner.undo_to(mark);
+                    if let Some(q) = quota.as_mut()
+                        && let Some(tasks) =
+                            place_by_flavor(&mut *self.placer, &mut planner, q, job)
+                    {
+                        decision.placements.push(Placement { job: id, tasks });
+                    }
                 }
                 Some(tasks) => decision.placements.push(Placement { job: id, tasks }),
                 None if blocks => {
@@ -320,6 +327,29 @@ impl Policy for Composite {
     fn acts_without_queue(&self) -> bool {
         self.modifiers.iter().any(|m| m.acts_without_queue())
     }
+}
+
+/// Places `job`, which its queue does not admit where the placer put it, on the first GPU
+/// flavor of its queue that admits it and has room (Kueue tries a queue's flavors in order),
+/// charging it to `quota`; `None`, and nothing changed, if no flavor does.
+fn place_by_flavor(
+    placer: &mut dyn Placer,
+    planner: &mut Planner<'_>,
+    quota: &mut QuotaPlan<'_>,
+    job: &JobSpec,
+) -> Option<Vec<TaskPlacement>> {
+    for models in quota.flavor_choices(job) {
+        let mut on_flavor = job.clone();
+        on_flavor.gpu_types = models;
+        let mark = planner.mark();
+        if let Some(tasks) = placer.place(planner, &on_flavor) {
+            if quota.take(job, &tasks) {
+                return Some(tasks);
+            }
+            planner.undo_to(mark);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -366,6 +366,50 @@ pub struct QuotaPlan<'a> {
 }
 
 impl QuotaPlan<'_> {
+    /// Kueue's flavor assignment, as far as a placement allows: the GPU flavors of `job`'s
+    /// queue in the order its quotas list them (then the other GPU flavors of the file), each
+    /// as the names of the cluster's GPU models charged to it that the job may use, kept
+    /// where the queue admits the job's whole request now (this plan's charges counted).
+    /// Empty for a CPU-only job and a file without GPU quotas.
+    pub fn flavor_choices(&self, job: &JobSpec) -> Vec<Vec<String>> {
+        let adm = self.admission;
+        let Some(q) = adm.queue(job).filter(|_| job.task.gpus > 0) else {
+            return Vec::new();
+        };
+        let tree = self.tree.as_ref().unwrap_or(&adm.tree);
+        let mut flavors: Vec<&str> = Vec::new();
+        let listed = tree.spec(q).quotas.iter().map(|(fr, _)| fr);
+        let gpu = listed
+            .chain(tree.flavor_resources())
+            .filter(|fr| fr.resource == Resource::Gpu);
+        for fr in gpu {
+            if !flavors.contains(&fr.flavor.as_str()) {
+                flavors.push(&fr.flavor);
+            }
+        }
+        let allowed = adm.spec.model_mask(&job.gpu_types);
+        flavors
+            .into_iter()
+            .map(|flavor| {
+                adm.kinds
+                    .iter()
+                    .filter_map(|&kind| kind.filter(|m| allowed & (1u64 << m.0) != 0))
+                    .filter(|&m| {
+                        let charge = adm.charge_of(Some(m));
+                        if charge[0].as_ref().is_none_or(|fr| fr.flavor != flavor) {
+                            return false;
+                        }
+                        let mut amounts = Vec::new();
+                        add_task(&mut amounts, charge, &job.task, job.tasks);
+                        tree.admit_check(q, &amounts).is_ok()
+                    })
+                    .map(|m| adm.spec.model(m).name.clone())
+                    .collect::<Vec<String>>()
+            })
+            .filter(|models| !models.is_empty())
+            .collect()
+    }
+
     /// [`Admission::could_ever_admit`] (this plan's charges change nothing there).
     pub fn could_ever_admit(&self, job: &JobSpec) -> bool {
         self.admission.could_ever_admit(job)

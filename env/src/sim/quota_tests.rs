@@ -342,3 +342,52 @@ fn equal_shares_refuse_nothing_that_fits_and_change_nothing() {
         assert_eq!(tree.nominal(n, &v100_gpu()), 4000, "{q}: half of 8 GPUs");
     }
 }
+
+#[test]
+fn a_job_goes_to_the_first_flavor_of_its_queue_that_admits_it() {
+    // a's queue lists T4 (4 GPUs) and V100 (none); b holds V100s. b's 2-GPU job takes half
+    // the V100 node at 0, so best fit puts a's 1-GPU jobs there: refused by a's quota, they
+    // are placed again on T4, the first flavor of a's queue with room (Kueue's order).
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!(
+        "lachesis-quota-{}-flavors.toml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &path,
+        "[[queue]]\nname = \"a\"\n\
+         [[queue.quota]]\nflavor = \"T4\"\nresource = \"gpu\"\nnominal = 4\n\
+         [[queue.quota]]\nflavor = \"V100\"\nresource = \"gpu\"\nnominal = 0\n\
+         [[queue]]\nname = \"b\"\n\
+         [[queue.quota]]\nflavor = \"V100\"\nresource = \"gpu\"\nnominal = 4\n",
+    )
+    .unwrap();
+    let t = trace(&[
+        (1, 0, 2, 7200),
+        (0, 10, 1, 600),
+        (0, 10, 1, 600),
+        (0, 10, 1, 600),
+    ]);
+    let spec = Arc::new(crate::cluster::load_cluster("1x4:V100+1x4:T4").unwrap());
+    for name in ["fifo/best-fit", "sjf/best-fit"] {
+        let cfg = SimConfig {
+            quotas: Some(path.to_str().unwrap().to_string()),
+            ..SimConfig::default()
+        };
+        let mut p = build_policy(name, 0).unwrap();
+        let r = Simulator::new(&t, Arc::clone(&spec), &cfg)
+            .unwrap()
+            .run(p.as_mut(), &mut |_| {});
+        assert_eq!(r.summary.finished, 4, "{name}");
+        assert_eq!(r.summary.quota_vetoes, 0, "{name}");
+        for rec in &r.jobs[1..] {
+            assert_eq!(rec.first_start, Some(SimTime::from_secs(10)), "{name}");
+            assert!(
+                rec.nodes.starts_with("t4"),
+                "{name}: {} on {}",
+                rec.name,
+                rec.nodes
+            );
+        }
+    }
+}
