@@ -21,6 +21,8 @@ use std::sync::Arc;
 
 /// The flavor of resources not told apart by GPU model.
 pub const DEFAULT_FLAVOR: &str = "default";
+/// The queue of the tenants that have none of their own name.
+pub const DEFAULT_QUEUE: &str = "default";
 
 /// The resources a quota counts, in the order [`Charge`] indexes them.
 const RESOURCES: [Resource; 3] = [Resource::Gpu, Resource::Cpu, Resource::Memory];
@@ -102,7 +104,7 @@ impl Admission {
             first_job[j.tenant.index()].get_or_insert(j);
         }
         let fallback = tree
-            .node(DEFAULT_FLAVOR)
+            .node(DEFAULT_QUEUE)
             .filter(|&n| tree.spec(n).kind == NodeKind::Queue);
         let mut queues = Vec::with_capacity(first_job.len());
         for (name, job) in trace.tenants().iter().zip(&first_job) {

@@ -27,7 +27,9 @@ mod admit;
 mod fair;
 mod file;
 mod history;
-pub use admit::{Admission, AdmissionError, Amounts, DEFAULT_FLAVOR, QuotaPlan, load_admission};
+pub use admit::{
+    Admission, AdmissionError, Amounts, DEFAULT_FLAVOR, DEFAULT_QUEUE, QuotaPlan, load_admission,
+};
 pub use fair::Drs;
 pub use file::{QuotaFileError, parse_quota_toml};
 pub use history::UsageHistory;
