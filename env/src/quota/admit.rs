@@ -12,7 +12,7 @@
 //! - A job is admitted when its queue has available (nominal, or borrowed where allowed) every
 //!   flavor-resource its placement asks; a gang over nodes of two flavors asks both.
 
-use super::{Blocked, FlavorResource, NodeId as QueueId, NodeKind, QuotaTree, Resource};
+use super::{Blocked, FlavorResource, NodeId as QueueId, NodeKind, QuotaTree, Resource, Usage};
 use crate::cluster::{ClusterSpec, TaskPlacement};
 use crate::job::{JobSpec, TaskRequest, Trace};
 use crate::units::{GpuModelId, JobId};
@@ -256,7 +256,7 @@ impl Admission {
     /// CPU-only job every kind); otherwise what blocks it on the first kind. What a policy
     /// asks before spending a placement on the job.
     pub fn admits(&self, job: &JobSpec) -> Result<(), Blocked> {
-        self.admits_in(&self.tree, job)
+        self.admits_in(None, job)
     }
 
     /// Whether `job`'s queue could admit its whole request on some node kind it may use with
@@ -289,13 +289,14 @@ impl Admission {
             })
     }
 
-    fn admits_in(&self, tree: &QuotaTree, job: &JobSpec) -> Result<(), Blocked> {
+    /// `admits`, with the usage of `books` where given (a plan's), else the tree's.
+    fn admits_in(&self, books: Option<&Usage>, job: &JobSpec) -> Result<(), Blocked> {
         let Some(q) = self.queue(job) else {
             return Ok(());
         };
         let mut first = None;
         for amounts in self.kind_amounts(job) {
-            match tree.admit_check(q, &amounts) {
+            match self.check_in(books, q, &amounts) {
                 Ok(()) => return Ok(()),
                 Err(b) => {
                     first.get_or_insert(b);
@@ -305,13 +306,25 @@ impl Admission {
         first.map_or(Ok(()), Err)
     }
 
+    fn check_in(
+        &self,
+        books: Option<&Usage>,
+        q: QueueId,
+        amounts: &[(FlavorResource, i64)],
+    ) -> Result<(), Blocked> {
+        match books {
+            Some(b) => self.tree.admit_check_in(b, q, amounts),
+            None => self.tree.admit_check(q, amounts),
+        }
+    }
+
     /// A scratch copy of the books for building one decision: the starts a policy plans are
-    /// charged to it, so that each later one sees them. The tree is copied on the first
-    /// charge only.
+    /// charged to it, so that each later one sees them. The usage is copied (one vector) on
+    /// the first charge only.
     pub fn plan(&self) -> QuotaPlan<'_> {
         QuotaPlan {
             admission: self,
-            tree: None,
+            books: None,
         }
     }
 
@@ -363,8 +376,8 @@ fn add_task(out: &mut Amounts, charge: &Charge, task: &TaskRequest, tasks: u32) 
 #[derive(Debug)]
 pub struct QuotaPlan<'a> {
     admission: &'a Admission,
-    /// The books with this plan's charges; `None` until the first.
-    tree: Option<QuotaTree>,
+    /// The usage with this plan's charges; `None` until the first.
+    books: Option<Usage>,
 }
 
 impl QuotaPlan<'_> {
@@ -378,7 +391,8 @@ impl QuotaPlan<'_> {
         let Some(q) = adm.queue(job).filter(|_| job.task.gpus > 0) else {
             return Vec::new();
         };
-        let tree = self.tree.as_ref().unwrap_or(&adm.tree);
+        let tree = &adm.tree;
+        let books = self.books.as_ref();
         let mut flavors: Vec<&str> = Vec::new();
         let listed = tree.spec(q).quotas.iter().map(|(fr, _)| fr);
         let gpu = listed
@@ -403,7 +417,7 @@ impl QuotaPlan<'_> {
                         }
                         let mut amounts = Vec::new();
                         add_task(&mut amounts, charge, &job.task, job.tasks);
-                        tree.admit_check(q, &amounts).is_ok()
+                        adm.check_in(books, q, &amounts).is_ok()
                     })
                     .map(|m| adm.spec.model(m).name.clone())
                     .collect::<Vec<String>>()
@@ -419,8 +433,7 @@ impl QuotaPlan<'_> {
 
     /// [`Admission::admits`], this plan's charges included.
     pub fn admits(&self, job: &JobSpec) -> Result<(), Blocked> {
-        let tree = self.tree.as_ref().unwrap_or(&self.admission.tree);
-        self.admission.admits_in(tree, job)
+        self.admission.admits_in(self.books.as_ref(), job)
     }
 
     /// Charges `job` on `tasks` to this plan if its queue admits that now (`true`); else
@@ -429,14 +442,14 @@ impl QuotaPlan<'_> {
         let Some(q) = self.admission.queue(job) else {
             return true;
         };
-        let amounts = self.admission.amounts(job, tasks);
-        let tree = self.tree.as_ref().unwrap_or(&self.admission.tree);
-        if tree.admit_check(q, &amounts).is_err() {
+        let adm = self.admission;
+        let amounts = adm.amounts(job, tasks);
+        if adm.check_in(self.books.as_ref(), q, &amounts).is_err() {
             return false;
         }
-        let tree = self.tree.get_or_insert_with(|| self.admission.tree.clone());
+        let books = self.books.get_or_insert_with(|| adm.tree.books());
         for (fr, v) in &amounts {
-            tree.add_usage(q, fr, *v);
+            adm.tree.add_usage_in(books, q, fr, *v);
         }
         true
     }
