@@ -49,8 +49,8 @@ pub struct Admission {
     cpu_only: Charge,
     /// The node kinds of the cluster (GPU model, or `None` for CPU-only), each once.
     kinds: Vec<Option<GpuModelId>>,
-    /// What each running job holds, exactly as charged.
-    charged: HashMap<JobId, Amounts>,
+    /// What each running job holds, exactly as charged (never iterated: a fixed fast hash).
+    charged: HashMap<JobId, Amounts, foldhash::fast::FixedState>,
 }
 
 /// Quotas that cannot serve a run: where, and why.
@@ -162,7 +162,7 @@ impl Admission {
             queues,
             by_model,
             kinds,
-            charged: HashMap::new(),
+            charged: HashMap::default(),
         })
     }
 

@@ -170,7 +170,8 @@ pub struct QuotaTree {
     usage: Usage,
     by_name: HashMap<String, usize>,
     frs: Vec<FlavorResource>,
-    fr_index: HashMap<FlavorResource, usize>,
+    /// Asked on every admission check: a fixed fast hash (never iterated).
+    fr_index: HashMap<FlavorResource, usize, foldhash::fast::FixedState>,
 }
 
 /// Why a queue cannot admit a job now.
@@ -267,7 +268,7 @@ impl QuotaTree {
             .collect();
         frs.sort();
         frs.dedup();
-        let fr_index: HashMap<FlavorResource, usize> = frs
+        let fr_index: HashMap<FlavorResource, usize, foldhash::fast::FixedState> = frs
             .iter()
             .cloned()
             .enumerate()
