@@ -27,13 +27,19 @@ mod admit;
 mod fair;
 mod file;
 mod history;
+mod preempt;
 pub use admit::{
     Admission, AdmissionError, Amounts, DEFAULT_FLAVOR, DEFAULT_QUEUE, QuotaPlan, load_admission,
 };
 pub use fair::Drs;
 pub use file::{QuotaFileError, parse_quota_toml};
 pub use history::UsageHistory;
+pub use preempt::{
+    BorrowWithinCohort, Preemption, PreemptionPolicy, PreemptionReason, Target, Workload,
+};
 
+#[cfg(test)]
+mod preempt_tests;
 #[cfg(test)]
 mod tests;
 
@@ -127,6 +133,8 @@ pub struct NodeSpec {
     pub strategy: QueueingStrategy,
     /// Kueue's `fairSharing.weight` (1 by default).
     pub weight: f64,
+    /// A queue's preemption policies (all `Never` by default, and for cohorts).
+    pub preemption: Preemption,
 }
 
 /// The tree cannot be built: which node, and why.
@@ -222,6 +230,7 @@ pub fn equal_shares(tenants: &[String], capacity: &[(FlavorResource, i64)]) -> V
         quotas: Vec::new(),
         strategy: QueueingStrategy::default(),
         weight: 1.0,
+        preemption: Preemption::default(),
     }];
     for (i, t) in tenants.iter().enumerate() {
         let quotas = capacity
@@ -245,6 +254,7 @@ pub fn equal_shares(tenants: &[String], capacity: &[(FlavorResource, i64)]) -> V
             quotas,
             strategy: QueueingStrategy::default(),
             weight: 1.0,
+            preemption: Preemption::default(),
         });
     }
     nodes

@@ -33,6 +33,7 @@ fn node(
         quotas,
         strategy: QueueingStrategy::BestEffortFifo,
         weight: 1.0,
+        preemption: Default::default(),
     }
 }
 
