@@ -70,6 +70,11 @@ pub struct Args {
     /// gets a reservation no policy may bypass (docs/simulator.md).
     #[arg(long, default_value = "auto")]
     pub starvation_bound: String,
+    /// Quotas below every policy (docs/quotas.md): a quota file, or `equal` (each tenant with
+    /// a job in a run's window gets an equal share of the cluster, one cohort, borrowing
+    /// allowed). A tenant's jobs go to the queue of its name, else to a queue `default`.
+    #[arg(long, value_name = "FILE|equal")]
+    pub quotas: Option<String>,
     /// How often running jobs checkpoint (e.g. 30m, 1s; 0 = never), the same for every
     /// policy: a preempted job resumes from its last checkpoint. Default: the simulator's 30 min.
     #[arg(long)]
@@ -139,6 +144,7 @@ impl Args {
         flag("load", list(&self.load));
         flag("tick", self.tick.clone());
         flag("starvation-bound", Some(self.starvation_bound.clone()));
+        flag("quotas", self.quotas.clone());
         flag("checkpoint", self.checkpoint.clone());
         flag(
             "policy-config",
@@ -270,6 +276,7 @@ pub fn run_comparison(args: &Args) -> Result<Option<harness::Comparison>> {
         resamples: args.resamples,
         throughputs: args.hetero.throughputs.clone(),
         starvation_bound: crate::simulate::parse_bound(&args.starvation_bound)?,
+        quotas: crate::simulate::check_quotas(args.quotas.as_deref(), &trace, &cluster)?,
         checkpoint_s,
         command: command_line(),
     };

@@ -224,6 +224,7 @@ fn run_compare(
         load: vec!["none".into()],
         tick: None,
         starvation_bound: "auto".into(),
+        quotas: None,
         checkpoint: None,
         policy_config: None,
         out: args.out.join("compare"),

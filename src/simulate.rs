@@ -7,6 +7,7 @@ use lachesis_env::cluster::ClusterSpec;
 use lachesis_env::job::Trace;
 use lachesis_env::metrics::{Summary, write_jobs_csv, write_timeline_csv};
 use lachesis_env::policy::StarvationBound;
+use lachesis_env::quota::load_admission;
 use lachesis_env::sim::{SimConfig, SimResult, Simulator, parse_window, scale_to_load};
 use lachesis_env::throughput::{
     ElasticRule, WorkloadRule, assign_elastic, assign_workloads, load_table,
@@ -67,6 +68,12 @@ pub struct Args {
     /// `starvation_bound`, else auto (docs/simulator.md).
     #[arg(long)]
     pub starvation_bound: Option<String>,
+    /// Quotas below every policy (docs/quotas.md): a quota file, or `equal` (each tenant with
+    /// a job gets an equal share of the cluster, one cohort, borrowing allowed). A tenant's
+    /// jobs go to the queue of its name, else to a queue `default`. Default: the config's
+    /// `quotas`, else none.
+    #[arg(long, value_name = "FILE|equal")]
+    pub quotas: Option<String>,
     /// Simulation config file (TOML, fields of SimConfig); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -206,7 +213,24 @@ fn sim_config(args: &Args) -> Result<SimConfig> {
     if let Some(table) = &args.hetero.throughputs {
         cfg.throughputs = Some(table.clone());
     }
+    if let Some(q) = &args.quotas {
+        cfg.quotas = Some(q.clone());
+    }
     Ok(cfg)
+}
+
+/// `--quotas`, checked against the whole trace and cluster before any run, so that a bad
+/// file or a tenant without a queue is reported once, named: the setting itself.
+pub fn check_quotas(
+    quotas: Option<&str>,
+    trace: &Trace,
+    cluster: &Arc<ClusterSpec>,
+) -> Result<Option<String>> {
+    let Some(q) = quotas else {
+        return Ok(None);
+    };
+    load_admission(q, trace, cluster).with_context(|| format!("--quotas {q}"))?;
+    Ok(Some(q.to_string()))
 }
 
 /// `--starvation-bound`: `auto`, `off` or a duration (`12h`, `3600s`, or plain seconds).
@@ -267,12 +291,20 @@ pub fn run(args: &Args) -> Result<()> {
         options.throughputs = Some(Arc::new(loaded));
     }
     let mut policy = harness::build(&args.policy, &options)?;
+    check_quotas(cfg.quotas.as_deref(), &trace, &spec)?;
     let sim = Simulator::new(&trace, Arc::clone(&spec), &cfg)?;
     let mut bar = RunProgress::new(args.quiet || args.json);
     let result = sim.run(policy.as_mut(), &mut |p| bar.update(p));
     bar.finish();
     if result.summary.jobs == 0 {
         eprintln!("warning: no job was measured (is the warm-up longer than the trace?)");
+    }
+    if let Some((name, why)) = result.quota_blocked.first() {
+        eprintln!(
+            "warning: {} job(s) never started, blocked by their queue's quota; e.g. job {name}: \
+             {why}",
+            result.quota_blocked.len()
+        );
     }
     if let Some(dir) = &args.out {
         write_outputs(dir, &result)?;
@@ -342,7 +374,7 @@ pub fn summary_table(s: &Summary) -> String {
             format!("{secs:.1} s")
         }
     };
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         ("policy", s.policy.clone()),
         ("trace", s.trace.clone()),
         ("cluster", s.cluster.clone()),
@@ -400,7 +432,11 @@ pub fn summary_table(s: &Summary) -> String {
                 s.decisions, s.rejected_decisions, s.policy_errors
             ),
         ),
-        ("events", format!("{} in {:.4} s wall", s.events, s.wall_s)),
     ];
+    if let Some(q) = &s.quotas {
+        let refused = format!("{q} ({} starts refused)", s.quota_vetoes);
+        rows.push(("quotas", refused));
+    }
+    rows.push(("events", format!("{} in {:.4} s wall", s.events, s.wall_s)));
     rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect()
 }

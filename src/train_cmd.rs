@@ -225,6 +225,7 @@ pub fn run(args: &Args) -> Result<()> {
             load: args.card_loads.iter().map(|l| l.to_string()).collect(),
             tick: Some("10m".into()),
             starvation_bound: "auto".into(),
+            quotas: None,
             checkpoint: None,
             policy_config: None,
             out: out.clone(),

@@ -315,6 +315,7 @@ const RUN: &[&str] = &[
     "docs/dashboard.md",
     "docs/gavel.md",
     "docs/heterogeneity.md",
+    "docs/quotas.md",
     "docs/serve.md",
     "docs/sweeps.md",
     "docs/training.md",

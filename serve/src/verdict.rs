@@ -363,6 +363,7 @@ pub(crate) fn run_windows(
         resamples: 1,
         throughputs: None,
         starvation_bound: lachesis_env::policy::StarvationBound::Auto,
+        quotas: None,
         checkpoint_s: None,
         command: String::new(),
     };

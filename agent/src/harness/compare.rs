@@ -65,6 +65,9 @@ pub struct CompareSpec {
     pub throughputs: Option<String>,
     /// The starvation bound below every policy (`SimConfig::starvation_bound`).
     pub starvation_bound: StarvationBound,
+    /// Quotas below every policy (`SimConfig::quotas`: a quota file or `equal`); `None`:
+    /// none.
+    pub quotas: Option<String>,
     /// How often running jobs checkpoint, seconds, for every policy
     /// (`SimConfig::checkpoint_interval_s`; `None`: the simulator's default, 30 min).
     pub checkpoint_s: Option<f64>,
@@ -88,6 +91,7 @@ impl Default for CompareSpec {
             resamples: 2000,
             throughputs: None,
             starvation_bound: StarvationBound::Auto,
+            quotas: None,
             checkpoint_s: None,
             command: String::new(),
         }
@@ -514,6 +518,7 @@ fn plan(trace: &Trace, spec: &CompareSpec, build: &BuildPolicy<'_>) -> Result<Pl
         timeline_interval_s: 600.0,
         throughputs: spec.throughputs.clone(),
         starvation_bound: spec.starvation_bound,
+        quotas: spec.quotas.clone(),
         ..SimConfig::default()
     };
     if let Some(c) = spec.checkpoint_s {

@@ -135,6 +135,13 @@ pub struct Summary {
     pub bound_vetoes: u64,
     #[serde(default)]
     pub bound_starts: u64,
+    /// Runs with quotas only (`SimConfig::quotas`): what the quotas were (`equal` or the
+    /// file), and the parts of policies' decisions they refused (a start, share or growth
+    /// the job's queue could not admit). Left out of the JSON without quotas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quota_vetoes: u64,
     pub events: u64,
     pub wall_s: f64,
     /// Runs with a throughput table only: reference GPU-hours of work the typed jobs did

@@ -5,6 +5,7 @@ use super::planner::Planner;
 use super::view::ThroughputView;
 use crate::cluster::ClusterState;
 use crate::job::JobSpec;
+use crate::quota::{Admission, Blocked};
 use crate::units::{GpuModelId, JobId, SimTime};
 use std::cell::{Ref, RefCell};
 use std::collections::BTreeSet;
@@ -114,6 +115,7 @@ pub struct DecisionContext<'a> {
     throughputs: Option<&'a Arc<ThroughputView>>,
     restart: RestartCost,
     lookahead: Option<&'a dyn Lookahead>,
+    quota: Option<&'a Admission>,
 }
 
 impl std::fmt::Debug for DecisionContext<'_> {
@@ -147,7 +149,23 @@ impl<'a> DecisionContext<'a> {
             throughputs: None,
             restart: RestartCost::default(),
             lookahead: None,
+            quota: None,
         }
+    }
+    /// The run's quota admission (`SimConfig::quotas`; `None`: no quotas). Whatever a policy
+    /// decides, the simulator refuses starts a job's queue cannot admit.
+    pub fn with_quota(mut self, quota: Option<&'a Admission>) -> Self {
+        self.quota = quota;
+        self
+    }
+    pub fn quota(&self) -> Option<&'a Admission> {
+        self.quota
+    }
+    /// Whether pending `id`'s queue admits its whole request now on some GPU model it may use
+    /// (`Admission::admits`); otherwise the quota that blocks it. Always admitted without
+    /// quotas. Safe to call while a planner is alive (it reads no cluster state).
+    pub fn admits(&self, id: JobId) -> Result<(), Blocked> {
+        self.quota.map_or(Ok(()), |q| q.admits(self.job(id)))
     }
     /// The world to roll forward from here, where there is one (the simulator; `None` in the
     /// service and wherever the state is only a snapshot).

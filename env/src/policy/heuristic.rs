@@ -7,6 +7,7 @@ use super::planner::Planner;
 use super::{Decision, Placement, Policy, PolicyError};
 use crate::cluster::{FitStrategy, TaskPlacement};
 use crate::job::JobSpec;
+use crate::quota::QuotaPlan;
 use crate::units::JobId;
 
 /// Decides which pending job is considered next.
@@ -262,8 +263,27 @@ impl Policy for Composite {
         // The order first: it may read the cluster, which the planner then borrows mutably.
         let mut order = self.ordering.order(ctx);
         let mut planner = ctx.planner();
+        // Under quotas, capacity comes first, as without them: a job that does not fit is
+        // handled as ever (it blocks a blocking order). One that fits where its queue cannot
+        // admit it now (this decision's starts counted) is taken back and skipped: it blocks
+        // nobody (Kueue's BestEffortFIFO). The modifiers are shown only jobs their queue
+        // admits now: none backfills or preempts for a start the quota would refuse
+        // (preempting for quota is Kueue's preemption, not done yet). A blocking order's head
+        // stays if its queue could ever admit it, as EASY must reserve for it.
+        let mut quota = ctx.quota().map(|q| q.plan());
         for id in order.by_ref() {
-            match self.placer.place(&mut planner, ctx.job(id)) {
+            let job = ctx.job(id);
+            let mark = planner.mark();
+            match self.placer.place(&mut planner, job) {
+                Some(tasks) if quota.as_mut().is_some_and(|q| !q.take(job, &tasks)) => {
+                    planner.undo_to(mark);
+                    if let Some(q) = quota.as_mut()
+                        && let Some(tasks) =
+                            place_by_flavor(&mut *self.placer, &mut planner, q, job)
+                    {
+                        decision.placements.push(Placement { job: id, tasks });
+                    }
+                }
                 Some(tasks) => decision.placements.push(Placement { job: id, tasks }),
                 None if blocks => {
                     if keep_rest {
@@ -275,6 +295,13 @@ impl Policy for Composite {
                 None if rest.len() < wanted => rest.push(id),
                 None => {}
             }
+        }
+        if let Some(q) = &quota {
+            let head = rest.first().copied().filter(|_| blocks);
+            rest.retain(|id| {
+                let job = ctx.job(*id);
+                q.admits(job).is_ok() || (Some(*id) == head && q.could_ever_admit(job))
+            });
         }
         for m in &mut self.modifiers {
             // A job an earlier modifier started (preempting for it, or on a shared GPU) waits
@@ -300,6 +327,29 @@ impl Policy for Composite {
     fn acts_without_queue(&self) -> bool {
         self.modifiers.iter().any(|m| m.acts_without_queue())
     }
+}
+
+/// Places `job`, which its queue does not admit where the placer put it, on the first GPU
+/// flavor of its queue that admits it and has room (Kueue tries a queue's flavors in order),
+/// charging it to `quota`; `None`, and nothing changed, if no flavor does.
+fn place_by_flavor(
+    placer: &mut dyn Placer,
+    planner: &mut Planner<'_>,
+    quota: &mut QuotaPlan<'_>,
+    job: &JobSpec,
+) -> Option<Vec<TaskPlacement>> {
+    for models in quota.flavor_choices(job) {
+        let mut on_flavor = job.clone();
+        on_flavor.gpu_types = models;
+        let mark = planner.mark();
+        if let Some(tasks) = placer.place(planner, &on_flavor) {
+            if quota.take(job, &tasks) {
+                return Some(tasks);
+            }
+            planner.undo_to(mark);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ impl QuotaTree {
                 .filter(|(f, _)| f == fr)
                 .map(|(_, v)| *v)
                 .sum();
-            let over = asked + node.usage[i] - node.subtree[i];
+            let over = asked + self.used(&self.usage, n.0, i) - node.subtree[i];
             if over > 0 {
                 *borrowing.entry(fr.resource).or_insert(0) += over;
                 drs.borrowed.push(fr.clone());

@@ -16,11 +16,19 @@
 //! nominal = 16
 //! borrowing_limit = 8         # optional: no limit
 //! lending_limit = 4           # optional: lends everything
+//! [queue.preemption]          # optional: Kueue's ClusterQueue preemption, all Never
+//! within_cluster_queue = "LowerPriority"  # or LowerOrNewerEqualPriority
+//! reclaim_within_cohort = "Any"           # or LowerPriority
+//! borrow_within_cohort = "LowerPriority"  # needs reclaim_within_cohort
+//! max_priority_threshold = 0              # optional, with borrow_within_cohort
 //! ```
 //!
 //! Every error names the file, line, column and field; unknown fields are refused.
 
-use super::{FlavorResource, NodeKind, NodeSpec, QueueingStrategy, Quota, QuotaTree, Resource};
+use super::{
+    BorrowWithinCohort, FlavorResource, NodeKind, NodeSpec, Preemption, PreemptionPolicy,
+    QueueingStrategy, Quota, QuotaTree, Resource,
+};
 use crate::cluster::{field_at, line_column};
 use serde::Deserialize;
 use std::ops::Range;
@@ -51,6 +59,22 @@ struct Entry {
     weight: Option<Spanned<f64>>,
     #[serde(default)]
     quota: Vec<Spanned<QuotaEntry>>,
+    #[serde(default)]
+    preemption: Option<Spanned<PreemptionEntry>>,
+}
+
+/// A queue's `[queue.preemption]`: Kueue's `ClusterQueuePreemption`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreemptionEntry {
+    #[serde(default)]
+    within_cluster_queue: Option<Spanned<String>>,
+    #[serde(default)]
+    reclaim_within_cohort: Option<Spanned<String>>,
+    #[serde(default)]
+    borrow_within_cohort: Option<Spanned<String>>,
+    #[serde(default)]
+    max_priority_threshold: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -113,6 +137,72 @@ fn amount(resource: Resource, v: f64) -> Result<i64, String> {
         return Err(format!("{v} is too large"));
     }
     Ok(scaled.round() as i64)
+}
+
+/// A queue's preemption policies; `at` names the table in errors (`queue[0].preemption`).
+fn preemption(
+    source: &Source<'_>,
+    entry: &Spanned<PreemptionEntry>,
+    at: &str,
+) -> Result<Preemption, QuotaFileError> {
+    let p = entry.get_ref();
+    let policy = |value: &Option<Spanned<String>>,
+                  field: &str,
+                  allowed: &[PreemptionPolicy]|
+     -> Result<PreemptionPolicy, QuotaFileError> {
+        let Some(v) = value else {
+            return Ok(PreemptionPolicy::Never);
+        };
+        match PreemptionPolicy::parse(v.get_ref()) {
+            Some(policy) if allowed.contains(&policy) => Ok(policy),
+            _ => {
+                let names: Vec<&str> = allowed.iter().map(|p| p.as_str()).collect();
+                let message = format!("`{}`: expected {}", v.get_ref(), names.join(", "));
+                Err(source.at(v.span(), format!("{at}.{field}"), message))
+            }
+        }
+    };
+    use PreemptionPolicy::*;
+    let within_cluster_queue = policy(
+        &p.within_cluster_queue,
+        "within_cluster_queue",
+        &[Never, LowerPriority, LowerOrNewerEqualPriority],
+    )?;
+    let reclaim_within_cohort = policy(
+        &p.reclaim_within_cohort,
+        "reclaim_within_cohort",
+        &[Never, LowerPriority, Any],
+    )?;
+    let borrow = policy(
+        &p.borrow_within_cohort,
+        "borrow_within_cohort",
+        &[Never, LowerPriority],
+    )?;
+    if let (LowerPriority, Never, Some(b)) =
+        (borrow, reclaim_within_cohort, &p.borrow_within_cohort)
+    {
+        let message = "needs reclaim_within_cohort other than Never (Kueue refuses it too)".into();
+        return Err(source.at(b.span(), format!("{at}.borrow_within_cohort"), message));
+    }
+    let max_priority_threshold = match &p.max_priority_threshold {
+        None => None,
+        Some(t) if borrow != LowerPriority => {
+            let message = "needs borrow_within_cohort = \"LowerPriority\"".into();
+            return Err(source.at(t.span(), format!("{at}.max_priority_threshold"), message));
+        }
+        Some(t) => Some(i32::try_from(*t.get_ref()).map_err(|_| {
+            let message = format!("{} is not a priority (32-bit integer)", t.get_ref());
+            source.at(t.span(), format!("{at}.max_priority_threshold"), message)
+        })?),
+    };
+    Ok(Preemption {
+        within_cluster_queue,
+        reclaim_within_cohort,
+        borrow_within_cohort: BorrowWithinCohort {
+            lower_priority: borrow == LowerPriority,
+            max_priority_threshold,
+        },
+    })
 }
 
 /// Parses a quota file's text; `origin` names it in errors.
@@ -228,6 +318,14 @@ pub fn parse_quota_toml(text: &str, origin: &str) -> Result<QuotaTree, QuotaFile
                 }
                 quotas.push((fr, quota));
             }
+            let preemption = match &e.preemption {
+                None => Preemption::default(),
+                Some(p) if kind == NodeKind::Cohort => {
+                    let message = "only queues have preemption policies".into();
+                    return Err(source.at(p.span(), at("preemption"), message));
+                }
+                Some(p) => preemption(&source, p, &at("preemption"))?,
+            };
             names.push((name.clone(), e.name.span()));
             parents.push(
                 parent
@@ -241,6 +339,7 @@ pub fn parse_quota_toml(text: &str, origin: &str) -> Result<QuotaTree, QuotaFile
                 quotas,
                 strategy,
                 weight,
+                preemption,
             });
         }
     }

@@ -23,13 +23,23 @@
 use std::collections::HashMap;
 use std::fmt;
 
+mod admit;
 mod fair;
 mod file;
 mod history;
+mod preempt;
+pub use admit::{
+    Admission, AdmissionError, Amounts, DEFAULT_FLAVOR, DEFAULT_QUEUE, QuotaPlan, load_admission,
+};
 pub use fair::Drs;
 pub use file::{QuotaFileError, parse_quota_toml};
 pub use history::UsageHistory;
+pub use preempt::{
+    BorrowWithinCohort, Preemption, PreemptionPolicy, PreemptionReason, Target, Workload,
+};
 
+#[cfg(test)]
+mod preempt_tests;
 #[cfg(test)]
 mod tests;
 
@@ -123,6 +133,8 @@ pub struct NodeSpec {
     pub strategy: QueueingStrategy,
     /// Kueue's `fairSharing.weight` (1 by default).
     pub weight: f64,
+    /// A queue's preemption policies (all `Never` by default, and for cohorts).
+    pub preemption: Preemption,
 }
 
 /// The tree cannot be built: which node, and why.
@@ -151,16 +163,23 @@ struct Node {
     /// Per flavor-resource index: the node's quota (absent: 0 nominal, no limits).
     quota: Vec<Quota>,
     subtree: Vec<i64>,
-    usage: Vec<i64>,
 }
+
+/// The usage of every node of a `QuotaTree` (node-major, one entry per flavor-resource): the
+/// tree's own books, or a scratch copy (`QuotaTree::books`) that tentative charges go to
+/// without touching the tree. One flat vector, so that a copy is one allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage(Vec<i64>);
 
 /// Kueue's resource tree: quotas, subtree quotas and usage of every queue and cohort.
 #[derive(Debug, Clone)]
 pub struct QuotaTree {
     nodes: Vec<Node>,
+    usage: Usage,
     by_name: HashMap<String, usize>,
     frs: Vec<FlavorResource>,
-    fr_index: HashMap<FlavorResource, usize>,
+    /// Asked on every admission check: a fixed fast hash (never iterated).
+    fr_index: HashMap<FlavorResource, usize, foldhash::fast::FixedState>,
 }
 
 /// Why a queue cannot admit a job now.
@@ -211,6 +230,7 @@ pub fn equal_shares(tenants: &[String], capacity: &[(FlavorResource, i64)]) -> V
         quotas: Vec::new(),
         strategy: QueueingStrategy::default(),
         weight: 1.0,
+        preemption: Preemption::default(),
     }];
     for (i, t) in tenants.iter().enumerate() {
         let quotas = capacity
@@ -234,6 +254,7 @@ pub fn equal_shares(tenants: &[String], capacity: &[(FlavorResource, i64)]) -> V
             quotas,
             strategy: QueueingStrategy::default(),
             weight: 1.0,
+            preemption: Preemption::default(),
         });
     }
     nodes
@@ -257,7 +278,7 @@ impl QuotaTree {
             .collect();
         frs.sort();
         frs.dedup();
-        let fr_index: HashMap<FlavorResource, usize> = frs
+        let fr_index: HashMap<FlavorResource, usize, foldhash::fast::FixedState> = frs
             .iter()
             .cloned()
             .enumerate()
@@ -309,11 +330,12 @@ impl QuotaTree {
                 parent,
                 quota,
                 subtree: vec![0; frs.len()],
-                usage: vec![0; frs.len()],
             });
         }
+        let usage = Usage(vec![0; nodes.len() * frs.len()]);
         let mut tree = QuotaTree {
             nodes,
+            usage,
             by_name,
             frs,
             fr_index,
@@ -412,29 +434,49 @@ impl QuotaTree {
         }
     }
 
-    fn local_available(&self, n: NodeId, fr: usize) -> i64 {
-        (self.local_quota(n, fr) - self.nodes[n.0].usage[fr]).max(0)
+    /// Node `n`'s usage of flavor-resource `fr` in `usage`.
+    fn used(&self, usage: &Usage, n: usize, fr: usize) -> i64 {
+        usage.0[n * self.frs.len() + fr]
     }
 
-    fn available_raw(&self, n: NodeId, fr: usize) -> i64 {
+    fn used_mut<'u>(&self, usage: &'u mut Usage, n: usize, fr: usize) -> &'u mut i64 {
+        &mut usage.0[n * self.frs.len() + fr]
+    }
+
+    fn local_available(&self, usage: &Usage, n: NodeId, fr: usize) -> i64 {
+        (self.local_quota(n, fr) - self.used(usage, n.0, fr)).max(0)
+    }
+
+    fn available_raw(&self, usage: &Usage, n: NodeId, fr: usize) -> i64 {
         let node = &self.nodes[n.0];
         let Some(p) = node.parent else {
-            return node.subtree[fr] - node.usage[fr];
+            return node.subtree[fr] - self.used(usage, n.0, fr);
         };
-        let mut parent = self.available_raw(NodeId(p), fr);
+        let mut parent = self.available_raw(usage, NodeId(p), fr);
         if let Some(b) = node.quota[fr].borrowing_limit {
             let lq = self.local_quota(n, fr);
             let stored = node.subtree[fr] - lq;
-            let used = (node.usage[fr] - lq).max(0);
+            let used = (self.used(usage, n.0, fr) - lq).max(0);
             parent = parent.min(stored - used + b);
         }
-        self.local_available(n, fr) + parent
+        self.local_available(usage, n, fr) + parent
     }
 
     /// What `n` may still use of `fr` now, borrowing included, before preempting anything
     /// (Kueue's `Available`; 0 for a flavor-resource no quota names).
     pub fn available(&self, n: NodeId, fr: &FlavorResource) -> i64 {
-        self.fr(fr).map_or(0, |i| self.available_raw(n, i).max(0))
+        self.available_in(&self.usage, n, fr)
+    }
+
+    /// `available` with the usage of `books` (a copy of this tree's, `books`).
+    pub fn available_in(&self, books: &Usage, n: NodeId, fr: &FlavorResource) -> i64 {
+        self.fr(fr)
+            .map_or(0, |i| self.available_raw(books, n, i).max(0))
+    }
+
+    /// A copy of the tree's usage, for tentative charges (`add_usage_in`, `admit_check_in`).
+    pub fn books(&self) -> Usage {
+        self.usage.clone()
     }
 
     /// The most `n` could use of `fr` with nothing in use (Kueue's `potentialAvailable`).
@@ -465,8 +507,18 @@ impl QuotaTree {
     /// flavor-resource that blocks it, with what it asks and what is available (a pending
     /// job's reason).
     pub fn admit_check(&self, n: NodeId, amounts: &[(FlavorResource, i64)]) -> Result<(), Blocked> {
+        self.admit_check_in(&self.usage, n, amounts)
+    }
+
+    /// `admit_check` with the usage of `books` (a copy of this tree's, `books`).
+    pub fn admit_check_in(
+        &self,
+        books: &Usage,
+        n: NodeId,
+        amounts: &[(FlavorResource, i64)],
+    ) -> Result<(), Blocked> {
         for (fr, v) in amounts {
-            let available = self.available(n, fr);
+            let available = self.available_in(books, n, fr);
             if *v > 0 && available < *v {
                 return Err(Blocked {
                     queue: self.nodes[n.0].spec.name.clone(),
@@ -474,7 +526,7 @@ impl QuotaTree {
                     requested: *v,
                     available,
                     nominal: self.nominal(n, fr),
-                    usage: self.usage(n, fr),
+                    usage: self.fr(fr).map_or(0, |i| self.used(books, n.0, i)),
                 });
             }
         }
@@ -483,7 +535,7 @@ impl QuotaTree {
 
     /// `n`'s usage of `fr`.
     pub fn usage(&self, n: NodeId, fr: &FlavorResource) -> i64 {
-        self.fr(fr).map_or(0, |i| self.nodes[n.0].usage[i])
+        self.fr(fr).map_or(0, |i| self.used(&self.usage, n.0, i))
     }
 
     /// `n`'s nominal quota of `fr`.
@@ -504,18 +556,25 @@ impl QuotaTree {
     /// Adds usage to queue `n`; what exceeds its local quota bubbles up (Kueue's `addUsage`).
     /// A flavor-resource no quota names is not counted (no queue may use it: `fits` says 0).
     pub fn add_usage(&mut self, n: NodeId, fr: &FlavorResource, v: i64) {
+        let mut books = std::mem::replace(&mut self.usage, Usage(Vec::new()));
+        self.add_usage_in(&mut books, n, fr, v);
+        self.usage = books;
+    }
+
+    /// `add_usage` to `books` (a copy of this tree's, `books`) instead of the tree.
+    pub fn add_usage_in(&self, books: &mut Usage, n: NodeId, fr: &FlavorResource, v: i64) {
         if let Some(i) = self.fr(fr) {
-            self.add_raw(n.0, i, v);
+            self.add_raw(books, n.0, i, v);
         }
     }
 
-    fn add_raw(&mut self, n: usize, fr: usize, v: i64) {
-        let local = self.local_available(NodeId(n), fr);
-        self.nodes[n].usage[fr] += v;
+    fn add_raw(&self, usage: &mut Usage, n: usize, fr: usize, v: i64) {
+        let local = self.local_available(usage, NodeId(n), fr);
+        *self.used_mut(usage, n, fr) += v;
         if let Some(p) = self.nodes[n].parent
             && v > local
         {
-            self.add_raw(p, fr, v - local);
+            self.add_raw(usage, p, fr, v - local);
         }
     }
 
@@ -523,15 +582,17 @@ impl QuotaTree {
     /// `removeUsage`).
     pub fn remove_usage(&mut self, n: NodeId, fr: &FlavorResource, v: i64) {
         if let Some(i) = self.fr(fr) {
-            self.remove_raw(n.0, i, v);
+            let mut books = std::mem::replace(&mut self.usage, Usage(Vec::new()));
+            self.remove_raw(&mut books, n.0, i, v);
+            self.usage = books;
         }
     }
 
-    fn remove_raw(&mut self, n: usize, fr: usize, v: i64) {
-        let stored = self.nodes[n].usage[fr] - self.local_quota(NodeId(n), fr);
-        self.nodes[n].usage[fr] -= v;
+    fn remove_raw(&self, usage: &mut Usage, n: usize, fr: usize, v: i64) {
+        let stored = self.used(usage, n, fr) - self.local_quota(NodeId(n), fr);
+        *self.used_mut(usage, n, fr) -= v;
         match self.nodes[n].parent {
-            Some(p) if stored > 0 => self.remove_raw(p, fr, v.min(stored)),
+            Some(p) if stored > 0 => self.remove_raw(usage, p, fr, v.min(stored)),
             _ => {}
         }
     }

@@ -33,6 +33,7 @@ fn node(
         quotas,
         strategy: QueueingStrategy::BestEffortFifo,
         weight: 1.0,
+        preemption: Default::default(),
     }
 }
 
@@ -230,14 +231,12 @@ fn kueues_available_scenarios() {
             tree.remove_usage(n, &FlavorResource::new(flavor, Resource::Cpu), *v);
         }
         check(&tree, c.potential, "available after removal", c.name, false);
-        for n in 0..tree.nodes.len() {
-            assert!(
-                tree.nodes[n].usage.iter().all(|u| *u == 0),
-                "{}: usage left at {}",
-                c.name,
-                tree.nodes[n].spec.name
-            );
-        }
+        assert!(
+            tree.usage.0.iter().all(|u| *u == 0),
+            "{}: usage left: {:?}",
+            c.name,
+            tree.usage
+        );
     }
 }
 
@@ -407,20 +406,19 @@ proptest! {
                 let i = tree.fr(&fr).unwrap();
                 let node = &tree.nodes[n.0];
                 if let Some(b) = node.quota[i].borrowing_limit {
-                    prop_assert!(node.usage[i] <= node.subtree[i] + b,
-                        "{} uses {} > {} + {}", node.spec.name, node.usage[i], node.subtree[i], b);
+                    let used = tree.used(&tree.usage, n.0, i);
+                    prop_assert!(used <= node.subtree[i] + b,
+                        "{} uses {} > {} + {}", node.spec.name, used, node.subtree[i], b);
                 }
                 // What a lending limit keeps is never taken by others: the queue can always
                 // still use its local quota's unused part.
-                prop_assert!(tree.available(n, &fr) >= tree.local_available(n, i));
+                prop_assert!(tree.available(n, &fr) >= tree.local_available(&tree.usage, n, i));
             }
         }
         for (q, v) in admitted.into_iter().rev() {
             tree.remove_usage(q, &fr, v);
         }
-        for n in &tree.nodes {
-            prop_assert!(n.usage.iter().all(|u| *u == 0), "{} keeps {:?}", n.spec.name, n.usage);
-        }
+        prop_assert!(tree.usage.0.iter().all(|u| *u == 0), "usage kept: {:?}", tree.usage);
     }
 }
 

@@ -47,6 +47,11 @@ pub struct SimConfig {
     /// finished), `"off"`, or seconds. A job waiting past it gets a reservation no policy may
     /// bypass, and is not preempted once started.
     pub starvation_bound: crate::policy::StarvationBound,
+    /// Quotas below every policy (docs/quotas.md): a quota file's path, or `"equal"` (each
+    /// tenant with a job gets an equal share of the cluster, all in one cohort, borrowing
+    /// allowed). A job then starts only where its tenant's queue admits it. `None`: no quotas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -65,6 +70,7 @@ impl Default for SimConfig {
             record_timeline: true,
             throughputs: None,
             starvation_bound: crate::policy::StarvationBound::Auto,
+            quotas: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::policy::{
     Decision, DecisionContext, JobRuntime, JobState, Policy, Reservations, RestartCost,
     StarvationGuard, ThroughputView,
 };
+use crate::quota::{Admission, Blocked, load_admission};
 use crate::throughput::{RateError, load_table};
 use crate::units::{GPU_MILLI, JobId, NodeId, SimTime};
 use std::cell::RefCell;
@@ -40,6 +41,10 @@ pub enum SimError {
     EmptyTrace,
     #[error("throughput table {spec}: {message}")]
     Throughputs { spec: String, message: String },
+    /// The quotas (`SimConfig::quotas`) cannot be used: the message names the file, line and
+    /// field, or the tenant without a queue.
+    #[error("quotas: {0}")]
+    Quotas(String),
     /// A typed job has no rate where it may run: its workload, its GPU count or a GPU model of
     /// the cluster that its `gpu_types` allow is missing from the table.
     #[error("job {job}: {source}{}", rate_hint(.source))]
@@ -81,6 +86,9 @@ pub struct SimResult {
     pub summary: Summary,
     pub jobs: Vec<JobRecord>,
     pub timeline: Vec<TimelineRow>,
+    /// Runs with quotas only: the jobs left pending at the end that their queue cannot admit
+    /// (on any GPU model they may use), by name, with the quota that blocks each.
+    pub quota_blocked: Vec<(String, Blocked)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -208,6 +216,10 @@ pub struct Simulator<'t> {
     guard: StarvationGuard,
     bound_vetoes: u64,
     bound_starts: u64,
+    /// Quota admission below every policy (`SimConfig::quotas`): the tree and what each
+    /// running job holds; `None` without quotas. Parts of decisions it refused.
+    admission: Option<Admission>,
+    quota_vetoes: u64,
     /// A fork's end (`fork.rs`): nothing at a later time happens, and the time integrals run
     /// exactly to it.
     stop: Option<SimTime>,
@@ -278,6 +290,12 @@ impl<'t> Simulator<'t> {
                 Some(Arc::new(rates))
             }
         };
+        let admission = cfg
+            .quotas
+            .as_deref()
+            .map(|q| load_admission(q, trace, &spec))
+            .transpose()
+            .map_err(|e| SimError::Quotas(e.to_string()))?;
         for id in &skip {
             runtime[id.index()].state = JobState::Rejected;
         }
@@ -353,6 +371,8 @@ impl<'t> Simulator<'t> {
             guard: StarvationGuard::new(cfg.starvation_bound),
             bound_vetoes: 0,
             bound_starts: 0,
+            admission,
+            quota_vetoes: 0,
             stop: None,
             stopped: false,
             ask_without_queue: false,
@@ -436,6 +456,7 @@ impl<'t> Simulator<'t> {
             checkpoint: self.r.checkpoint,
         })
         .with_lookahead(Some(self))
+        .with_quota(self.admission.as_ref())
     }
 
     /// Processes events until the policy should be asked (jobs pending after a batch, or jobs
@@ -470,7 +491,9 @@ impl<'t> Simulator<'t> {
     /// `rejected_decisions` and skipped. The starvation bound (`SimConfig::starvation_bound`)
     /// sits below every policy: parts that would preempt or resize a job it protects, or use
     /// a node it holds for a job waiting past the bound, are refused (`bound_vetoes`), and it
-    /// starts such a job itself where it fits (`bound_starts`).
+    /// starts such a job itself where it fits (`bound_starts`). Quotas (`SimConfig::quotas`)
+    /// sit below it too: a start, share or growth its job's queue cannot admit is refused
+    /// (`quota_vetoes`), the bound's own starts included (those are not counted).
     pub fn apply(&mut self, decision: &Decision) {
         self.decisions += 1;
         self.recently_finished.clear();
@@ -497,6 +520,9 @@ impl<'t> Simulator<'t> {
             if self.guard.protects(p.job, self.now) || !held.admits(p.job, &p.tasks) {
                 self.bound_vetoes += 1;
                 refused = true;
+            } else if !self.quota_admits(p.job, &p.tasks) {
+                self.quota_vetoes += 1;
+                refused = true;
             } else if !self.resize(p.job, p.tasks.clone()) {
                 self.rejected += 1;
             }
@@ -509,6 +535,10 @@ impl<'t> Simulator<'t> {
         {
             if !held.admits(p.job, &p.tasks) {
                 self.bound_vetoes += 1;
+                continue;
+            }
+            if !self.quota_admits(p.job, &p.tasks) {
+                self.quota_vetoes += 1;
                 continue;
             }
             let ok = if shared {
@@ -525,7 +555,10 @@ impl<'t> Simulator<'t> {
             }
         }
         for (job, tasks) in held.starts {
-            if self.runtime[job.index()].state == JobState::Pending && self.start(job, tasks) {
+            if self.runtime[job.index()].state == JobState::Pending
+                && self.quota_admits(job, &tasks)
+                && self.start(job, tasks)
+            {
                 self.guard.started(job, self.protection());
                 self.bound_starts += 1;
             }
@@ -533,8 +566,33 @@ impl<'t> Simulator<'t> {
         self.sample_timeline();
     }
 
+    /// Whether `id`'s queue admits it on `tasks` now (yes without quotas, and for an id or
+    /// node the start itself refuses). A running job (a resize) is checked with its current
+    /// charge taken back: only what it would hold after must fit.
+    fn quota_admits(&mut self, id: JobId, tasks: &[crate::cluster::TaskPlacement]) -> bool {
+        let Some(adm) = self.admission.as_mut() else {
+            return true;
+        };
+        let Some(job) = self.trace.jobs().get(id.index()) else {
+            return true;
+        };
+        let spec = self.cluster.get_mut().spec();
+        if tasks.iter().any(|t| t.node.index() >= spec.nodes.len()) {
+            return true;
+        }
+        let amounts = adm.amounts(job, tasks);
+        let held = adm.discharge(job);
+        let ok = adm.check(job, &amounts).is_ok();
+        if let Some(held) = held {
+            adm.charge(job, held);
+        }
+        ok
+    }
+
     /// The starvation guard's reservations for the decision being applied (none while no
-    /// bound is in force).
+    /// bound is in force). A job its queue could never admit (above its nominal plus what it
+    /// may borrow) holds no reservation; one its queue cannot admit yet does (the drain also
+    /// stops others' starts there), and the guard starts it once its queue admits it.
     fn reservations(&mut self) -> Reservations {
         if self.guard.bound().is_none() || self.pending.is_empty() {
             return Reservations::default();
@@ -544,10 +602,12 @@ impl<'t> Simulator<'t> {
         // waited past it (`plan` filters them by the bound itself): not every pending job at
         // every decision.
         let last = now.saturating_sub(self.guard.bound().unwrap_or(SimTime::ZERO));
+        let admission = self.admission.as_ref();
         let waiting = self
             .waiting
             .iter()
             .take_while(|(key, _)| *key <= last)
+            .filter(|(_, id)| admission.is_none_or(|a| a.could_ever_admit(&jobs[id.index()])))
             .map(|(key, id)| (&jobs[id.index()], now.saturating_sub(*key)));
         // The guard may preempt any preemptible job it does not protect, priced by the
         // GPU-time of its current run, as `preempt` prices its victims.
@@ -706,6 +766,9 @@ impl<'t> Simulator<'t> {
             .release(id)
             .expect("a running job holds an allocation");
         self.update_frag(&alloc);
+        if let Some(adm) = self.admission.as_mut() {
+            adm.discharge(self.trace.job(id));
+        }
         let rt = &mut self.runtime[id.index()];
         let ran = self
             .now
@@ -808,6 +871,11 @@ impl<'t> Simulator<'t> {
         let (nodes, gpu_milli) = {
             let cluster = self.cluster.borrow();
             let alloc = cluster.allocation(id).expect("a started job is allocated");
+            if let Some(adm) = self.admission.as_mut() {
+                let job = self.trace.job(id);
+                let amounts = adm.amounts(job, &alloc.tasks);
+                adm.charge(job, amounts);
+            }
             (
                 alloc.nodes(),
                 alloc.tasks.len() as u64 * alloc.task.gpu_milli_total(),
@@ -991,6 +1059,9 @@ impl<'t> Simulator<'t> {
     /// last checkpoint, or with `keep_all` (a resize checkpoints first) all its work; the rest
     /// of the time since its run start is counted as waste, all of it as attained service.
     fn stop_run(&mut self, id: JobId, keep_all: bool) {
+        if let Some(adm) = self.admission.as_mut() {
+            adm.discharge(self.trace.job(id));
+        }
         let rt = &mut self.runtime[id.index()];
         let h = &mut self.hidden[id.index()];
         let run_start = rt.run_start.expect("running job has a run start");
@@ -1197,6 +1268,8 @@ impl<'t> Simulator<'t> {
             policy_errors: self.policy_errors,
             bound_vetoes: self.bound_vetoes,
             bound_starts: self.bound_starts,
+            quotas: self.admission.as_ref().map(|a| a.label().to_string()),
+            quota_vetoes: self.quota_vetoes,
             events: self.events,
             wall_s,
             effective_throughput: hetero.map(|h| h.0),
@@ -1204,10 +1277,12 @@ impl<'t> Simulator<'t> {
             selection: None,
             select_wall_s: None,
         };
+        let quota_blocked = self.quota_blocked();
         SimResult {
             summary,
             jobs: records,
             timeline: self.timeline,
+            quota_blocked,
         }
     }
 
@@ -1277,6 +1352,23 @@ impl<'t> Simulator<'t> {
             })
             .collect();
         hetero_summary(&self.hetero, self.trace.len(), &typed)
+    }
+
+    /// The pending jobs whose queue cannot admit them now, with why (`SimResult`).
+    fn quota_blocked(&self) -> Vec<(String, Blocked)> {
+        let Some(adm) = &self.admission else {
+            return Vec::new();
+        };
+        self.pending
+            .iter()
+            .map(|id| self.trace.job(*id))
+            .filter_map(|j| Some((j.name.clone(), adm.admits(j).err()?)))
+            .collect()
+    }
+
+    /// The quota admission of this run (its tree and usage now), `None` without quotas.
+    pub fn admission(&self) -> Option<&Admission> {
+        self.admission.as_ref()
     }
 
     /// The time integrals so far (up to `now`, from the end of warm-up).

@@ -992,3 +992,67 @@ mod props {
         }
     }
 }
+
+/// `gavel()` with quotas: one queue, `default`, holding `gpus` V100 GPUs.
+fn gavel_with_quota(name: &str, gpus: u32) -> SimConfig {
+    let path = std::env::temp_dir().join(format!(
+        "lachesis-share-quota-{}-{name}.toml",
+        std::process::id()
+    ));
+    let text = format!(
+        "[[queue]]\nname = \"default\"\n[[queue.quota]]\nflavor = \"V100\"\n\
+         resource = \"gpu\"\nnominal = {gpus}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    SimConfig {
+        quotas: Some(path.to_str().unwrap().to_string()),
+        ..gavel()
+    }
+}
+
+#[test]
+fn quotas_hold_growth_and_shares_and_a_shrink_returns_its_quota() {
+    // E on 2 V100s grows to 4 at 100 s: refused under a quota of 3 GPUs (counted as a quota
+    // veto, not a rejection; x then starts beside it), done under 4 (x's start in the same
+    // decision is then refused: E holds all 4).
+    let t = trace(vec![
+        (elastic("E", 0, 2, RESNET18, 1, 8), 1000),
+        (typed("x", 100, 1, RESNET18), 10),
+    ]);
+    for (gpus, resizes, vetoes) in [(3, 0, 1), (4, 1, 1)] {
+        let mut policy = ResizeAt(JobId(0), 4, SimTime::from_secs(100), false);
+        let r = run_with(&t, "1x8:V100", &gavel_with_quota("grow", gpus), &mut policy);
+        let s = &r.summary;
+        assert_eq!(
+            (s.resizes, s.quota_vetoes, s.rejected_decisions),
+            (resizes, vetoes, 0)
+        );
+        assert_eq!(s.finished, 2);
+    }
+    // Shrunk from 2 to 1 GPU at 100 s under a quota of 2: x (1 GPU, at 100 s) is placed in
+    // the same decision, after the shrink has returned a GPU of quota.
+    let mut policy = ResizeAt(JobId(0), 1, SimTime::from_secs(100), false);
+    let r = run_with(&t, "1x8:V100", &gavel_with_quota("shrink", 2), &mut policy);
+    assert_eq!((r.summary.resizes, r.summary.quota_vetoes), (1, 0));
+    assert_eq!(r.jobs[1].first_start, Some(SimTime::from_secs(100)));
+    // A shared GPU counts for both jobs: under a quota of 1 GPU, B may not share A's.
+    let t = trace(vec![
+        (typed("A", 0, 1, RESNET50), 1000),
+        (typed("B", 100, 1, LM), 200),
+    ]);
+    let r = run_with(
+        &t,
+        "1x1:V100",
+        &gavel_with_quota("share", 1),
+        &mut ShareFirst,
+    );
+    assert_eq!((r.summary.shares, r.summary.quota_vetoes), (0, 1));
+    assert!(r.jobs[1].first_start >= r.jobs[0].finish);
+    let r = run_with(
+        &t,
+        "1x1:V100",
+        &gavel_with_quota("share2", 2),
+        &mut ShareFirst,
+    );
+    assert_eq!((r.summary.shares, r.summary.quota_vetoes), (1, 0));
+}

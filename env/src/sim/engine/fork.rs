@@ -221,6 +221,8 @@ impl Simulator<'_> {
             guard: self.guard.clone(),
             bound_vetoes: self.bound_vetoes,
             bound_starts: self.bound_starts,
+            admission: self.admission.clone(),
+            quota_vetoes: self.quota_vetoes,
             stop: horizon.map(|h| now.saturating_add(h)),
             stopped: false,
             ask_without_queue: self.ask_without_queue,
