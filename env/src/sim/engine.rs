@@ -192,6 +192,9 @@ pub struct Simulator<'t> {
     last_row: Option<SimTime>,
     max_gpus_per_node: u64,
     max_nodes_per_rack: u64,
+    /// The cluster's milli-GPUs (the starvation bound's backlog is priced against them at
+    /// every arrival: a sum over the nodes once, not then).
+    capacity_gpu_milli: u64,
     /// The throughput table resolved for this trace and cluster (`SimConfig::throughputs`);
     /// `None`: every job runs at catalog speed.
     rates: Option<Arc<Rates>>,
@@ -354,6 +357,7 @@ impl<'t> Simulator<'t> {
             last_row: None,
             max_gpus_per_node,
             max_nodes_per_rack,
+            capacity_gpu_milli: spec.total_gpu_milli(),
             rates,
             view,
             hetero: HeteroRuns::default(),
@@ -657,9 +661,9 @@ impl<'t> Simulator<'t> {
         if self.guard.setting() == crate::policy::StarvationBound::Auto {
             let cluster = self.cluster.borrow();
             let backlog = cluster.allocated_gpu_milli() + self.pending_gpu_milli;
-            let capacity = cluster.spec().total_gpu_milli();
             drop(cluster);
-            self.hidden[id.index()].wait_allowance = self.guard.allowance(backlog, capacity);
+            self.hidden[id.index()].wait_allowance =
+                self.guard.allowance(backlog, self.capacity_gpu_milli);
         }
         self.pending.insert(id);
         self.waiting.insert((self.waiting_key(id), id));

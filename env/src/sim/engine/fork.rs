@@ -204,6 +204,7 @@ impl Simulator<'_> {
             last_row: self.last_row,
             max_gpus_per_node: self.max_gpus_per_node,
             max_nodes_per_rack: self.max_nodes_per_rack,
+            capacity_gpu_milli: self.capacity_gpu_milli,
             rates,
             view,
             hetero: self.hetero.clone(),
