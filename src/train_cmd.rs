@@ -720,7 +720,9 @@ fn write_card(
         )?;
         writeln!(
             s,
-            "From the comparisons below (validation windows, mean over units). The lower bound is \
+            "From the comparisons below (validation windows, mean over units). Every policy, the \
+             model included, runs under the simulator's default starvation bound (`auto`, \
+             docs/simulator.md); the model's training episodes run without it. The lower bound is \
              the average of each job's run time alone: no policy, not even one knowing every \
              duration, averages below it, so no policy can beat the best heuristic by more than \
              that heuristic's reducible share.\n"
