@@ -348,12 +348,12 @@ mod tests {
                 preempted: 2
             }
         );
-        let mut victims: Vec<_> = d
-            .preemptions
-            .iter()
-            .map(|j| w.job(*j).name.clone())
-            .collect();
-        victims.sort();
+        let names = |ids: &[JobId]| {
+            let mut n: Vec<String> = ids.iter().map(|j| w.job(*j).name.clone()).collect();
+            n.sort();
+            n
+        };
+        let victims = names(&d.preemptions);
         assert_eq!(victims, ["r0", "r1"]);
         assert_eq!(d.placements.len(), 1);
         assert_eq!(Some(d.placements[0].job), w.job_id("big"));
@@ -371,13 +371,7 @@ mod tests {
             })
         };
         let held = sim.plan(&mut state, w.now(), waiting.into_iter(), &price);
-        let mut same: Vec<_> = held
-            .preempt
-            .iter()
-            .map(|j| w.job(*j).name.clone())
-            .collect();
-        same.sort();
-        assert_eq!(same, victims);
+        assert_eq!(names(&held.preempt), victims);
         // The answer applies: `big` runs.
         w.apply(&d).unwrap();
         assert!(w.cluster_clone().is_running(w.job_id("big").unwrap()));

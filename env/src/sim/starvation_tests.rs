@@ -138,13 +138,17 @@ fn no_job_waits_past_the_bound_under_a_policy_that_never_schedules_it() {
     assert_eq!(r.summary.rejected_decisions, 0);
 }
 
+fn no_checkpoints() -> SimConfig {
+    SimConfig {
+        checkpoint_interval_s: 0.0,
+        ..SimConfig::default()
+    }
+}
+
 #[test]
 fn without_checkpoints_a_rescued_job_is_protected_to_its_end() {
     // A preemption would lose all it did: the guard's start is its only run.
-    let cfg = SimConfig {
-        checkpoint_interval_s: 0.0,
-        ..SimConfig::default()
-    };
+    let cfg = no_checkpoints();
     let (r, victim, _) = run_with(StarvationBound::Secs(7200.0), true, cfg);
     let rec = &r.jobs[victim.index()];
     assert!(rec.finish.is_some());
@@ -155,11 +159,9 @@ fn without_checkpoints_a_rescued_job_is_protected_to_its_end() {
 #[test]
 fn where_nothing_may_be_preempted_the_node_drains_for_the_starving_job() {
     // The stream is not preemptible: at the bound the node is reserved (drained); the 1-GPU
-    // jobs running then end within their hour, so it starts by the bound + 1 h 20 min.
-    let cfg = SimConfig {
-        checkpoint_interval_s: 0.0,
-        ..SimConfig::default()
-    };
+    // jobs running then end within their hour, so it starts by the bound + 1 h 20 min
+    // (without checkpoints, so that the victim, protected to its end, is never preempted).
+    let cfg = no_checkpoints();
     let bound_s = 7200;
     let (r, victim, _) = run_with(StarvationBound::Secs(bound_s as f64), false, cfg);
     let rec = &r.jobs[victim.index()];
