@@ -66,7 +66,7 @@ fn table_for(options: &PolicyOptions, part: &str) -> Result<Arc<ThroughputTable>
 ///
 /// [gittins]
 /// min_class_samples = 16
-/// preempt_margin = 0.5
+/// preempt_margin = 2.0
 ///
 /// [colocate]
 /// threshold = 1.0
