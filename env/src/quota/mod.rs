@@ -578,6 +578,26 @@ impl QuotaTree {
         }
     }
 
+    /// `remove_usage` from `books` (a copy of this tree's, `books`) instead of the tree.
+    pub fn remove_usage_in(&self, books: &mut Usage, n: NodeId, fr: &FlavorResource, v: i64) {
+        if let Some(i) = self.fr(fr) {
+            self.remove_raw(books, n.0, i, v);
+        }
+    }
+
+    /// The root of the cohort tree `n` is in (`n` itself without a cohort).
+    pub fn root(&self, mut n: NodeId) -> NodeId {
+        while let Some(p) = self.nodes[n.0].parent {
+            n = NodeId(p);
+        }
+        n
+    }
+
+    /// How many queues and cohorts the tree has (`NodeId`s are below it).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// Removes usage from queue `n`, and what it stored in its cohort (Kueue's
     /// `removeUsage`).
     pub fn remove_usage(&mut self, n: NodeId, fr: &FlavorResource, v: i64) {

@@ -22,6 +22,7 @@ use std::time::Instant;
 
 mod fork;
 mod future;
+mod quota;
 
 /// Why a run could not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -213,6 +214,8 @@ pub struct Simulator<'t> {
     /// running job holds; `None` without quotas. Parts of decisions it refused.
     admission: Option<Admission>,
     quota_vetoes: u64,
+    /// With quotas: what they did (`QuotaMetrics`), reservations made by preemption.
+    quota_stats: Option<quota::QuotaStats>,
     /// A fork's end (`fork.rs`): nothing at a later time happens, and the time integrals run
     /// exactly to it.
     stop: Option<SimTime>,
@@ -289,6 +292,9 @@ impl<'t> Simulator<'t> {
             .map(|q| load_admission(q, trace, &spec))
             .transpose()
             .map_err(|e| SimError::Quotas(e.to_string()))?;
+        let quota_stats = admission
+            .as_ref()
+            .map(|a| quota::QuotaStats::new(a.tree().node_count()));
         for id in &skip {
             runtime[id.index()].state = JobState::Rejected;
         }
@@ -365,6 +371,7 @@ impl<'t> Simulator<'t> {
             bound_starts: 0,
             admission,
             quota_vetoes: 0,
+            quota_stats,
             stop: None,
             stopped: false,
             ask_without_queue: false,
@@ -501,7 +508,7 @@ impl<'t> Simulator<'t> {
                 self.rejected += 1;
             }
         }
-        let held = self.reservations();
+        let mut held = self.reservations();
         for p in &decision.resizes {
             if self.guard.protects(p.job) || !held.admits(p.job, &p.tasks) {
                 self.bound_vetoes += 1;
@@ -540,7 +547,7 @@ impl<'t> Simulator<'t> {
                 self.guard.started(p.job);
             }
         }
-        for (job, tasks) in held.starts {
+        for (job, tasks) in std::mem::take(&mut held.starts) {
             if self.runtime[job.index()].state == JobState::Pending
                 && self.quota_admits(job, &tasks)
                 && self.start(job, tasks)
@@ -549,6 +556,8 @@ impl<'t> Simulator<'t> {
                 self.bound_starts += 1;
             }
         }
+        self.quota_preempt(&held);
+        self.refresh_quota_state();
         self.sample_timeline();
     }
 
@@ -607,6 +616,7 @@ impl<'t> Simulator<'t> {
     fn enqueue(&mut self, id: JobId) {
         self.pending.insert(id);
         self.waiting.insert((self.waiting_since(id), id));
+        self.quota_enqueued(id);
     }
 
     fn next_time(&mut self) -> Option<SimTime> {
@@ -692,6 +702,7 @@ impl<'t> Simulator<'t> {
                 woke = true;
             }
         }
+        self.refresh_quota_state();
         woke
     }
 
@@ -841,6 +852,7 @@ impl<'t> Simulator<'t> {
             self.waiting.remove(&(since, id));
             self.pending.remove(&id);
             self.running += 1;
+            self.quota_started(id);
         }
         let rt = &mut self.runtime[id.index()];
         rt.state = JobState::Running;
@@ -1092,6 +1104,9 @@ impl<'t> Simulator<'t> {
             self.acc.queue_ms += self.pending.len() as f64 * dt;
             self.acc.system_ms += (self.pending.len() as f64 + self.running as f64) * dt;
             self.acc.measured_ms += dt;
+            if let Some(stats) = self.quota_stats.as_mut() {
+                stats.integrate(dt);
+            }
         }
         self.acc.last = self.acc.last.max(t);
     }
@@ -1213,6 +1228,7 @@ impl<'t> Simulator<'t> {
             bound_starts: self.bound_starts,
             quotas: self.admission.as_ref().map(|a| a.label().to_string()),
             quota_vetoes: self.quota_vetoes,
+            quota_metrics: self.quota_metrics(&records),
             events: self.events,
             wall_s,
             effective_throughput: hetero.map(|h| h.0),
