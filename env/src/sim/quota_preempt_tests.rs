@@ -6,8 +6,8 @@ use super::quota_tests::{StartEverything, trace};
 use super::*;
 use crate::cluster::tests::uniform;
 use crate::job::Trace;
-use crate::units::SimTime;
 use crate::policy::{Policy, StarvationBound, build_policy};
+use crate::units::SimTime;
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -54,12 +54,22 @@ fn reclaim_gives_the_lender_its_quota_back_at_once() {
     let mut fifo = build_policy("fifo/best-fit", 0).expect("a library policy");
     // Kueue's default (Never): a waits 10 h for b's job to end, its guarantee broken all along.
     let never = run(&t, &quota_file("never", ""), fifo.as_mut());
-    let m = never.summary.quota_metrics.clone().expect("metrics with quotas");
+    let m = never
+        .summary
+        .quota_metrics
+        .clone()
+        .expect("metrics with quotas");
     assert_eq!(never.jobs[2].first_start, Some(SimTime::from_secs(36_000)));
     assert_eq!(m.quota_preemptions, 0);
     // 100 s .. 10 h: a (below nominal, its job fits it) waits while b borrows 4 GPUs.
-    assert!((m.guarantee_violation_h - (36_000.0 - 100.0) / 3600.0).abs() < 1e-9, "{m:?}");
-    assert!((m.borrowed_gpu_h - 4.0 * (36_000.0 - 0.0) / 3600.0).abs() < 1e-6, "{m:?}");
+    assert!(
+        (m.guarantee_violation_h - (36_000.0 - 100.0) / 3600.0).abs() < 1e-9,
+        "{m:?}"
+    );
+    assert!(
+        (m.borrowed_gpu_h - 4.0 * (36_000.0 - 0.0) / 3600.0).abs() < 1e-6,
+        "{m:?}"
+    );
     // reclaimWithinCohort = Any: one of b's jobs is preempted at 100 s (same priority, same
     // start: the first in job order, as Kueue breaks such ties by UID) and a's starts there;
     // b's victim restarts after a's ends.
@@ -68,7 +78,11 @@ fn reclaim_gives_the_lender_its_quota_back_at_once() {
         &quota_file("any", "reclaim_within_cohort = \"Any\""),
         fifo.as_mut(),
     );
-    let m = any.summary.quota_metrics.clone().expect("metrics with quotas");
+    let m = any
+        .summary
+        .quota_metrics
+        .clone()
+        .expect("metrics with quotas");
     assert_eq!(any.jobs[2].first_start, Some(SimTime::from_secs(100)));
     assert_eq!((any.jobs[0].preemptions, any.jobs[1].preemptions), (1, 0));
     assert_eq!(m.quota_preemptions, 1);
@@ -102,8 +116,13 @@ fn within_queue_preempts_lower_priority_and_counts_no_inversion() {
     let mut jobs = t.jobs().to_vec();
     jobs[0].priority = -1;
     jobs[1].priority = 5;
-    t = Trace::new("prio", jobs, t.true_durations().to_vec(), t.tenants().to_vec())
-        .expect("valid trace");
+    t = Trace::new(
+        "prio",
+        jobs,
+        t.true_durations().to_vec(),
+        t.tenants().to_vec(),
+    )
+    .expect("valid trace");
     let file = quota_file(
         "within",
         "within_cluster_queue = \"LowerPriority\"\nreclaim_within_cohort = \"Never\"",

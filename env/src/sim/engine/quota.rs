@@ -83,7 +83,9 @@ impl Simulator<'_> {
         };
         let job = self.trace.job(id);
         if let Some(q) = adm.queue(job) {
-            *stats.pending_priorities[q.0].entry(job.priority).or_insert(0) += 1;
+            *stats.pending_priorities[q.0]
+                .entry(job.priority)
+                .or_insert(0) += 1;
         }
     }
 
@@ -131,14 +133,19 @@ impl Simulator<'_> {
             let job = &jobs[id.index()];
             let Some(q) = adm.queue(job) else { continue };
             let fresh_victim = stats.is_some_and(|s| s.preempted_at.get(&id) == Some(&now));
-            if adm.tree().spec(q).preemption.is_never() || adm.held(job).is_some() || fresh_victim
-            {
+            if adm.tree().spec(q).preemption.is_never() || adm.held(job).is_some() || fresh_victim {
                 continue;
             }
             by_queue.entry(q).or_default().push(id);
         }
         for ids in by_queue.values_mut() {
-            ids.sort_by_key(|id| (Reverse(jobs[id.index()].priority), jobs[id.index()].submit, *id));
+            ids.sort_by_key(|id| {
+                (
+                    Reverse(jobs[id.index()].priority),
+                    jobs[id.index()].submit,
+                    *id,
+                )
+            });
         }
         for (_, ids) in by_queue {
             let mut tries = 0;
@@ -146,7 +153,9 @@ impl Simulator<'_> {
                 if tries == MAX_TRIES {
                     break;
                 }
-                let Some(adm) = self.admission.as_ref() else { return };
+                let Some(adm) = self.admission.as_ref() else {
+                    return;
+                };
                 let job = &jobs[id.index()];
                 if self.runtime[id.index()].state != JobState::Pending
                     || adm.admits(job).is_ok()
@@ -163,14 +172,21 @@ impl Simulator<'_> {
     /// Preempts what `id`'s queue needs to admit it (if anything can), reserves its quota
     /// and starts it where it fits now.
     fn preempt_for(&mut self, id: JobId, held: &Reservations) {
-        let Some(adm) = self.admission.as_ref() else { return };
+        let Some(adm) = self.admission.as_ref() else {
+            return;
+        };
         let jobs = self.trace.jobs();
         let job = &jobs[id.index()];
         let Some(queue) = adm.queue(job) else { return };
         let stats = self.quota_stats.as_ref();
         // Every job holding quota that may be preempted, in job order.
         let mut holders: Vec<JobId> = self.cluster.borrow().running().map(|a| a.job).collect();
-        holders.extend(stats.map(|s| s.reserved.keys().copied()).into_iter().flatten());
+        holders.extend(
+            stats
+                .map(|s| s.reserved.keys().copied())
+                .into_iter()
+                .flatten(),
+        );
         holders.sort();
         holders.dedup();
         holders.retain(|h| jobs[h.index()].preemptible && !self.guard.protects(*h));
@@ -234,7 +250,9 @@ impl Simulator<'_> {
                 }
             }
         }
-        let Some(adm) = self.admission.as_mut() else { return };
+        let Some(adm) = self.admission.as_mut() else {
+            return;
+        };
         if adm.check(job, &amounts).is_err() {
             // A victim could not be stopped after all: nothing to reserve.
             return;
