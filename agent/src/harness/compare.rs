@@ -323,14 +323,20 @@ pub const QUEUE_COLUMNS: [&str; 6] = [
     "borrowed GPU-h",
 ];
 
+/// One queue's row of [`queue_table`]: its name, and per policy the means of `QUEUE_COLUMNS`
+/// (`None` where that policy's runs never had the queue).
+pub type QueueRow = (String, Vec<Option<[f64; 6]>>);
+
 /// Runs with quotas only: per queue (first seen order) and policy, the mean over the units
 /// where the queue had jobs of its `QueueMetrics` (`QUEUE_COLUMNS`). `runs` gives each run's
 /// policy index and summary; `None` where a policy's runs never had the queue.
 pub fn queue_table<'a>(
     runs: impl Iterator<Item = (usize, &'a Summary)>,
     policies: usize,
-) -> Vec<(String, Vec<Option<[f64; 6]>>)> {
-    let mut rows: Vec<(String, Vec<([f64; 6], u32)>)> = Vec::new();
+) -> Vec<QueueRow> {
+    // Per queue, per policy: the sums of the columns and how many runs.
+    type Sums = Vec<([f64; 6], u32)>;
+    let mut rows: Vec<(String, Sums)> = Vec::new();
     for (p, s) in runs {
         let Some(m) = &s.quota_metrics else { continue };
         for q in &m.queues {
@@ -1242,7 +1248,7 @@ fn terminal_table(setup: &Setup, reports: &[MetricReport]) -> String {
 }
 
 /// The per-queue table of the terminal (`queue_table`), empty without quotas.
-fn queue_lines(policies: &[String], rows: &[(String, Vec<Option<[f64; 6]>>)]) -> String {
+fn queue_lines(policies: &[String], rows: &[QueueRow]) -> String {
     let mut s = String::new();
     if rows.is_empty() {
         return s;
