@@ -329,7 +329,9 @@ fn reclaim_preempts_the_borrower_and_compare_reports_the_quota_metrics() {
         "quota preemptions",
         "preemptions per admission",
         "priority inversions",
-        "per queue, mean over units: avg wait (s), p99 wait (s), avg JCT (s), p99 JCT (s)",
+        "per queue, mean over units",
+        "violated h",
+        "borrow GPU-h",
     ] {
         assert!(text.contains(label), "{label}: {text}");
     }

@@ -1254,17 +1254,23 @@ fn queue_lines(policies: &[String], rows: &[QueueRow]) -> String {
         return s;
     }
     let width = policies.iter().map(|p| p.len()).max().unwrap_or(8).max(8);
-    let _ = writeln!(
-        s,
-        "\nper queue, mean over units: {}",
-        QUEUE_COLUMNS.join(", ")
-    );
+    let short = [
+        "avg wait s",
+        "p99 wait s",
+        "avg JCT s",
+        "p99 JCT s",
+        "violated h",
+        "borrow GPU-h",
+    ];
+    let header: String = short.iter().map(|c| format!("{c:>13}")).collect();
+    let _ = writeln!(s, "\nper queue, mean over units");
+    let _ = writeln!(s, "  {:<width$} {header}", "");
     for (queue, cells) in rows {
         let _ = writeln!(s, "{queue}");
         for (p, cell) in policies.iter().zip(cells) {
             let values = cell.map_or_else(
                 || "-".to_string(),
-                |c| c.iter().map(|v| format!("{:>12}", fmt_num(*v))).collect(),
+                |c| c.iter().map(|v| format!("{:>13}", fmt_num(*v))).collect(),
             );
             let _ = writeln!(s, "  {p:<width$} {values}");
         }
