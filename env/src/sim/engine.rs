@@ -477,6 +477,8 @@ impl<'t> Simulator<'t> {
             if woke && (!self.pending.is_empty() || (self.ask_without_queue && self.running > 0)) {
                 return true;
             }
+            // Asked, `apply` takes the quota states after the decision; not asked, here.
+            self.refresh_quota_state();
             self.sample_timeline();
         }
         if let Some(stop) = self.stop {
@@ -492,7 +494,9 @@ impl<'t> Simulator<'t> {
     /// a node it holds for a job waiting past the bound, are refused (`bound_vetoes`), and it
     /// starts such a job itself where it fits (`bound_starts`). Quotas (`SimConfig::quotas`)
     /// sit below it too: a start, share or growth its job's queue cannot admit is refused
-    /// (`quota_vetoes`), the bound's own starts included (those are not counted).
+    /// (`quota_vetoes`), the bound's own starts included (those are not counted). Last, the
+    /// jobs the quota blocks preempt as Kueue does where their queue's policies allow
+    /// (`quota.rs`).
     pub fn apply(&mut self, decision: &Decision) {
         self.decisions += 1;
         self.recently_finished.clear();
@@ -702,7 +706,6 @@ impl<'t> Simulator<'t> {
                 woke = true;
             }
         }
-        self.refresh_quota_state();
         woke
     }
 
