@@ -538,6 +538,20 @@ impl QuotaTree {
         self.fr(fr).map_or(0, |i| self.used(&self.usage, n.0, i))
     }
 
+    /// `n`'s usage and nominal quota of the `i`-th of `flavor_resources()` (no lookup: for
+    /// loops over every queue).
+    pub fn usage_nominal_at(&self, n: NodeId, i: usize) -> (i64, i64) {
+        (
+            self.used(&self.usage, n.0, i),
+            self.nodes[n.0].quota[i].nominal,
+        )
+    }
+
+    /// `available` of the `i`-th of `flavor_resources()` (no lookup).
+    pub fn available_at(&self, n: NodeId, i: usize) -> i64 {
+        self.available_raw(&self.usage, n, i).max(0)
+    }
+
     /// `n`'s nominal quota of `fr`.
     pub fn nominal(&self, n: NodeId, fr: &FlavorResource) -> i64 {
         self.fr(fr).map_or(0, |i| self.nodes[n.0].quota[i].nominal)

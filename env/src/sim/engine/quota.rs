@@ -283,21 +283,27 @@ impl Simulator<'_> {
             return;
         };
         let tree = adm.tree();
-        let gpu: Vec<_> = tree
-            .flavor_resources()
-            .iter()
-            .filter(|fr| fr.resource == Resource::Gpu)
+        let frs = tree.flavor_resources();
+        let gpu_at: Vec<usize> = (0..frs.len())
+            .filter(|&i| frs[i].resource == Resource::Gpu)
             .collect();
+        let gpu: Vec<_> = gpu_at.iter().map(|&i| &frs[i]).collect();
         stats.violating.iter_mut().for_each(|v| *v = false);
-        // Per GPU flavor-resource, the queues borrowing it.
+        // Per GPU flavor-resource, the queues borrowing it; per queue, the most milli-GPUs
+        // left of its nominal quota on a flavor where the cohort cannot give all of it (a job
+        // asking more fits no nominal, and a queue without one has no guarantee broken).
         let mut borrowers: Vec<Vec<QueueId>> = vec![Vec::new(); gpu.len()];
+        let mut headroom = vec![0i64; stats.violating.len()];
         for q in tree.queues() {
             let mut over = 0;
-            for (i, fr) in gpu.iter().enumerate() {
-                let extra = tree.usage(q, fr) - tree.nominal(q, fr);
+            for (i, &at) in gpu_at.iter().enumerate() {
+                let (usage, nominal) = tree.usage_nominal_at(q, at);
+                let extra = usage - nominal;
                 if extra > 0 {
                     over += extra;
                     borrowers[i].push(q);
+                } else if tree.available_at(q, at) < -extra {
+                    headroom[q.0] = headroom[q.0].max(-extra);
                 }
             }
             stats.borrowed_milli[q.0] = over;
@@ -309,7 +315,13 @@ impl Simulator<'_> {
         for &id in &self.pending {
             let job = &jobs[id.index()];
             let Some(q) = adm.queue(job) else { continue };
-            if stats.violating[q.0] || adm.held(job).is_some() || adm.admits(job).is_ok() {
+            let gpu_milli = job.task.gpu_milli_total() * u64::from(job.tasks);
+            if gpu_milli == 0
+                || i64::try_from(gpu_milli).unwrap_or(i64::MAX) > headroom[q.0]
+                || stats.violating[q.0]
+                || adm.held(job).is_some()
+                || adm.admits(job).is_ok()
+            {
                 continue;
             }
             let root = tree.root(q);
