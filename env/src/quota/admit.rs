@@ -275,6 +275,14 @@ impl Admission {
 
     /// `job`'s whole request on each node kind it may use, in the cluster's order.
     fn kind_amounts<'s>(&'s self, job: &'s JobSpec) -> impl Iterator<Item = Amounts> + 's {
+        self.kinds_of(job).map(|(_, amounts)| amounts)
+    }
+
+    /// Each node kind `job` may use (cluster order), with its whole request there.
+    fn kinds_of<'s>(
+        &'s self,
+        job: &'s JobSpec,
+    ) -> impl Iterator<Item = (Option<GpuModelId>, Amounts)> + 's {
         let allowed = self.spec.model_mask(&job.gpu_types);
         self.kinds
             .iter()
@@ -285,7 +293,7 @@ impl Admission {
             .map(move |&kind| {
                 let mut amounts = Vec::new();
                 add_task(&mut amounts, self.charge_of(kind), &job.task, job.tasks);
-                amounts
+                (kind, amounts)
             })
     }
 
@@ -325,20 +333,7 @@ impl Admission {
             fr.and_then(|fr| listed.iter().position(|l| *l == fr))
                 .unwrap_or(usize::MAX)
         };
-        let allowed = self.spec.model_mask(&job.gpu_types);
-        let mut out: Vec<(Option<GpuModelId>, Amounts)> = self
-            .kinds
-            .iter()
-            .filter(|kind| match kind {
-                Some(m) => job.task.gpus == 0 || allowed & (1u64 << m.0) != 0,
-                None => job.task.gpus == 0,
-            })
-            .map(|&kind| {
-                let mut amounts = Vec::new();
-                add_task(&mut amounts, self.charge_of(kind), &job.task, job.tasks);
-                (kind, amounts)
-            })
-            .collect();
+        let mut out: Vec<(Option<GpuModelId>, Amounts)> = self.kinds_of(job).collect();
         out.sort_by_key(|(kind, _)| rank(*kind));
         out
     }
