@@ -70,9 +70,10 @@ fn reclaim_gives_the_lender_its_quota_back_at_once() {
         (m.borrowed_gpu_h - 4.0 * (36_000.0 - 0.0) / 3600.0).abs() < 1e-6,
         "{m:?}"
     );
-    // reclaimWithinCohort = Any: one of b's jobs is preempted at 100 s (same priority, same
-    // start: the first in job order, as Kueue breaks such ties by UID) and a's starts there;
-    // b's victim restarts after a's ends.
+    // reclaimWithinCohort = Any (both queues): one of b's jobs is preempted at 100 s (same
+    // priority, same start: the first in job order, as Kueue breaks such ties by UID) and
+    // a's starts there; b's victim, though its queue may reclaim too, does not take a's room
+    // back (a is within its nominal quota): it restarts after a's job ends.
     let any = run(
         &t,
         &quota_file("any", "reclaim_within_cohort = \"Any\""),
