@@ -453,7 +453,9 @@ pub fn summary_table(s: &Summary) -> String {
                 m.quota_preemptions, m.preemptions_per_admission, m.priority_inversions
             ),
         ));
-        for q in &m.queues {
+        // A line per queue, the first `SHOWN_QUEUES` of them (all are in `--json`).
+        const SHOWN_QUEUES: usize = 12;
+        for q in m.queues.iter().take(SHOWN_QUEUES) {
             queues.push((
                 format!("  {}", q.queue),
                 format!(
@@ -467,6 +469,10 @@ pub fn summary_table(s: &Summary) -> String {
                     q.borrowed_gpu_h
                 ),
             ));
+        }
+        if m.queues.len() > SHOWN_QUEUES {
+            let more = m.queues.len() - SHOWN_QUEUES;
+            queues.push(("  ...".into(), format!("{more} more queues in --json")));
         }
     }
     let events = ("events", format!("{} in {:.4} s wall", s.events, s.wall_s));

@@ -1247,7 +1247,8 @@ fn terminal_table(setup: &Setup, reports: &[MetricReport]) -> String {
     s
 }
 
-/// The per-queue table of the terminal (`queue_table`), empty without quotas.
+/// The per-queue table of the terminal (`queue_table`, the first 12 queues), empty without
+/// quotas.
 fn queue_lines(policies: &[String], rows: &[QueueRow]) -> String {
     let mut s = String::new();
     if rows.is_empty() {
@@ -1265,7 +1266,9 @@ fn queue_lines(policies: &[String], rows: &[QueueRow]) -> String {
     let header: String = short.iter().map(|c| format!("{c:>13}")).collect();
     let _ = writeln!(s, "\nper queue, mean over units");
     let _ = writeln!(s, "  {:<width$} {header}", "");
-    for (queue, cells) in rows {
+    // The first `SHOWN` queues; report.md has them all.
+    const SHOWN: usize = 12;
+    for (queue, cells) in rows.iter().take(SHOWN) {
         let _ = writeln!(s, "{queue}");
         for (p, cell) in policies.iter().zip(cells) {
             let values = cell.map_or_else(
@@ -1274,6 +1277,9 @@ fn queue_lines(policies: &[String], rows: &[QueueRow]) -> String {
             );
             let _ = writeln!(s, "  {p:<width$} {values}");
         }
+    }
+    if rows.len() > SHOWN {
+        let _ = writeln!(s, "... {} more queues in report.md", rows.len() - SHOWN);
     }
     s
 }
