@@ -68,10 +68,11 @@ pub struct TimelineRow {
 /// every decision, and hold until the next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuotaMetrics {
-    /// Hours, summed over queues, during which a queue had a pending GPU job its quota
-    /// refused although its GPUs fitted what is left of the queue's nominal quota, while
-    /// another queue of its cohort tree borrowed that GPU flavor: time its guarantee was not
-    /// kept (a job that waits only for room on the nodes does not count).
+    /// Hours, summed over queues, during which a queue had a pending job its quota refused
+    /// although the job fitted what is left of the queue's nominal quota (every
+    /// flavor-resource it asks), while another queue of its cohort tree borrowed one of them:
+    /// time its guarantee was not kept (a job that waits only for room on the nodes does not
+    /// count).
     pub guarantee_violation_h: f64,
     /// GPU-hours used beyond nominal quotas (borrowed), summed over queues.
     pub borrowed_gpu_h: f64,

@@ -51,6 +51,10 @@ pub struct Admission {
     kinds: Vec<Option<GpuModelId>>,
     /// What each running job holds, exactly as charged (never iterated: a fixed fast hash).
     charged: HashMap<JobId, Amounts, foldhash::fast::FixedState>,
+    /// Charges and discharges so far: the books are unchanged while it is.
+    changes: u64,
+    /// Whether some queue has a preemption policy other than `Never`.
+    preempts: bool,
 }
 
 /// Quotas that cannot serve a run: where, and why.
@@ -154,6 +158,7 @@ impl Admission {
                 kinds.push(n.gpu_model);
             }
         }
+        let tree_preempts = tree.queues().any(|q| !tree.spec(q).preemption.is_never());
         Ok(Admission {
             cpu_only: charge(None),
             tree,
@@ -163,6 +168,8 @@ impl Admission {
             by_model,
             kinds,
             charged: HashMap::default(),
+            changes: 0,
+            preempts: tree_preempts,
         })
     }
 
@@ -297,6 +304,11 @@ impl Admission {
             })
     }
 
+    /// How many times the books changed (charges and discharges): equal counts, same books.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     /// What `job` holds now: a running job's charge, or a pending job's reservation.
     pub fn held(&self, job: &JobSpec) -> Option<&Amounts> {
         self.charged.get(&job.id)
@@ -304,9 +316,7 @@ impl Admission {
 
     /// Whether some queue has a preemption policy other than `Never`.
     pub fn preempts(&self) -> bool {
-        self.tree
-            .queues()
-            .any(|q| !self.tree.spec(q).preemption.is_never())
+        self.preempts
     }
 
     /// `books` (or the tree's usage) less what `job` holds, where it holds anything: a
@@ -386,6 +396,7 @@ impl Admission {
             return;
         };
         self.discharge(job);
+        self.changes += 1;
         for (fr, v) in &amounts {
             self.tree.add_usage(q, fr, *v);
         }
@@ -396,6 +407,7 @@ impl Admission {
     /// held, if anything.
     pub fn discharge(&mut self, job: &JobSpec) -> Option<Amounts> {
         let amounts = self.charged.remove(&job.id)?;
+        self.changes += 1;
         if let Some(q) = self.queue(job) {
             for (fr, v) in &amounts {
                 self.tree.remove_usage(q, fr, *v);

@@ -33,7 +33,9 @@ const MAX_TRIES: usize = 8;
 /// What quotas did so far, per queue (indexed by the tree's `NodeId`).
 #[derive(Debug, Clone, Default)]
 pub(super) struct QuotaStats {
-    /// Now: whether the queue's guarantee is not kept (`QuotaMetrics::guarantee_violation_h`).
+    /// Now: whether the queue's guarantee is not kept (`QuotaMetrics::guarantee_violation_h`):
+    /// a pending job its quota refuses fits what is left of its nominal quota, every
+    /// flavor-resource, while another queue of its cohort tree borrows one it asks.
     violating: Vec<bool>,
     /// Now: milli-GPUs the queue uses beyond its nominal quotas.
     borrowed_milli: Vec<i64>,
@@ -48,6 +50,9 @@ pub(super) struct QuotaStats {
     reserved: BTreeMap<JobId, SimTime>,
     /// Jobs quota preemption stopped, and when (the last time).
     preempted_at: BTreeMap<JobId, SimTime>,
+    /// The books' changes and the events processed when the states were last taken: while
+    /// both are the same (no start, stop or arrival since), so are the states.
+    taken_at: Option<(u64, u64)>,
 }
 
 impl QuotaStats {
@@ -282,56 +287,69 @@ impl Simulator<'_> {
         let (Some(adm), Some(stats)) = (&self.admission, self.quota_stats.as_mut()) else {
             return;
         };
+        let taken_at = Some((adm.changes(), self.events));
+        if stats.taken_at == taken_at {
+            return;
+        }
+        stats.taken_at = taken_at;
         let tree = adm.tree();
         let frs = tree.flavor_resources();
-        let gpu_at: Vec<usize> = (0..frs.len())
-            .filter(|&i| frs[i].resource == Resource::Gpu)
-            .collect();
-        let gpu: Vec<_> = gpu_at.iter().map(|&i| &frs[i]).collect();
         stats.violating.iter_mut().for_each(|v| *v = false);
-        // Per GPU flavor-resource, the queues borrowing it; per queue, the most milli-GPUs
-        // left of its nominal quota on a flavor where the cohort cannot give all of it (a job
-        // asking more fits no nominal, and a queue without one has no guarantee broken).
-        let mut borrowers: Vec<Vec<QueueId>> = vec![Vec::new(); gpu.len()];
-        let mut headroom = vec![0i64; stats.violating.len()];
-        for q in tree.queues() {
-            let mut over = 0;
-            for (i, &at) in gpu_at.iter().enumerate() {
-                let (usage, nominal) = tree.usage_nominal_at(q, at);
-                let extra = usage - nominal;
-                if extra > 0 {
-                    over += extra;
+        // Per flavor-resource, the queues borrowing it; per queue, whether the cohort cannot
+        // give it all that is left of its nominal quota somewhere (else no job of it can have
+        // its guarantee broken).
+        let mut borrowers: Vec<Vec<QueueId>> = vec![Vec::new(); frs.len()];
+        stats.borrowed_milli.iter_mut().for_each(|b| *b = 0);
+        for (i, fr) in frs.iter().enumerate() {
+            for q in tree.queues() {
+                let (usage, nominal) = tree.usage_nominal_at(q, i);
+                if usage > nominal {
                     borrowers[i].push(q);
-                } else if tree.available_at(q, at) < -extra {
-                    headroom[q.0] = headroom[q.0].max(-extra);
+                    if fr.resource == Resource::Gpu {
+                        stats.borrowed_milli[q.0] += usage - nominal;
+                    }
                 }
             }
-            stats.borrowed_milli[q.0] = over;
         }
-        if borrowers.iter().all(Vec::is_empty) {
+        let waiting: Vec<QueueId> = tree
+            .queues()
+            .filter(|q| !stats.pending_priorities[q.0].is_empty())
+            .collect();
+        if borrowers.iter().all(Vec::is_empty) || waiting.is_empty() {
             return;
+        }
+        let mut short = vec![false; stats.violating.len()];
+        let mut available = Vec::new();
+        for i in 0..frs.len() {
+            tree.available_all_at(i, &mut available);
+            for &q in &waiting {
+                let (usage, nominal) = tree.usage_nominal_at(q, i);
+                short[q.0] |= usage <= nominal && available[q.0] < nominal - usage;
+            }
         }
         let jobs = self.trace.jobs();
         for &id in &self.pending {
             let job = &jobs[id.index()];
             let Some(q) = adm.queue(job) else { continue };
-            let gpu_milli = job.task.gpu_milli_total() * u64::from(job.tasks);
-            if gpu_milli == 0
-                || i64::try_from(gpu_milli).unwrap_or(i64::MAX) > headroom[q.0]
-                || stats.violating[q.0]
-                || adm.held(job).is_some()
-                || adm.admits(job).is_ok()
+            if !short[q.0] || stats.violating[q.0] || adm.held(job).is_some() {
+                continue;
+            }
+            // `Admission::admits` on the kinds computed once.
+            let kinds = adm.kinds_in_flavor_order(job);
+            if kinds
+                .iter()
+                .any(|(_, amounts)| adm.check(job, amounts).is_ok())
             {
                 continue;
             }
             let root = tree.root(q);
-            let violated = adm.kinds_in_flavor_order(job).iter().any(|(_, amounts)| {
+            let violated = kinds.iter().any(|(_, amounts)| {
                 let fits_nominal = amounts
                     .iter()
                     .all(|(fr, v)| tree.usage(q, fr) + v <= tree.nominal(q, fr));
                 let other_borrows = amounts.iter().any(|(fr, v)| {
                     *v > 0
-                        && gpu.iter().position(|g| *g == fr).is_some_and(|i| {
+                        && frs.iter().position(|f| f == fr).is_some_and(|i| {
                             borrowers[i].iter().any(|&b| b != q && tree.root(b) == root)
                         })
                 });
@@ -347,22 +365,24 @@ impl Simulator<'_> {
         let tree = adm.tree();
         let hours = |ms: f64| ms / 3_600_000.0;
         let gpu_h = |milli_ms: f64| hours(milli_ms) / f64::from(GPU_MILLI);
-        // Each record's queue, by the trace's job order (records skip rejected jobs).
-        let mut queue_of: BTreeMap<&str, QueueId> = BTreeMap::new();
-        for j in self.trace.jobs() {
+        // The records of each queue, in one pass (records are the trace's jobs in order, less
+        // the rejected ones).
+        let mut mine: Vec<Vec<JobRecord>> = vec![Vec::new(); stats.violating.len()];
+        let replayed = self
+            .trace
+            .jobs()
+            .iter()
+            .zip(&self.runtime)
+            .filter(|(_, rt)| rt.state != JobState::Rejected);
+        for ((j, _), r) in replayed.zip(records) {
             if let Some(q) = adm.queue(j) {
-                queue_of.insert(&j.name, q);
+                mine[q.0].push(r.clone());
             }
         }
         let queues: Vec<QueueMetrics> = tree
             .queues()
             .map(|q| {
-                let mine: Vec<JobRecord> = records
-                    .iter()
-                    .filter(|r| queue_of.get(r.name.as_str()) == Some(&q))
-                    .cloned()
-                    .collect();
-                let s = metrics::job_stats(&mine);
+                let s = metrics::job_stats(&mine[q.0]);
                 QueueMetrics {
                     queue: tree.spec(q).name.clone(),
                     guarantee_violation_h: hours(stats.violation_ms[q.0]),
