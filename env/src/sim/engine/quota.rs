@@ -7,7 +7,8 @@
 //! (file order), its pending jobs in Kueue's queue order (higher priority, then earlier
 //! submit) that the quota blocks now but could admit, at most `MAX_TRIES` of them: each asks
 //! `QuotaTree::preemption_targets` on its queue's flavors in Kueue's order (the first flavor
-//! with targets wins) among the jobs holding quota (running, or reserved). The targets are
+//! with targets wins) among the jobs holding quota (running, or reserved), less those not
+//! `preemptible` and those the starvation bound protects. The targets are
 //! preempted through the simulator's ordinary path (they keep their last checkpoint and are
 //! counted as preemptions), and the job's quota is reserved at once, as Kueue admits it
 //! before its pods run: nobody else, its victims included, may take that room back. The
