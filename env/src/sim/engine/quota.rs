@@ -28,6 +28,9 @@ use crate::units::{GPU_MILLI, JobId, SimTime};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
+/// The resources of a job's request, in the order of `refresh_quota_state`'s bounds.
+const RESOURCES: [Resource; 3] = [Resource::Gpu, Resource::Cpu, Resource::Memory];
+
 /// The most blocked jobs of one queue that ask for preemption at one decision.
 const MAX_TRIES: usize = 8;
 
@@ -319,13 +322,28 @@ impl Simulator<'_> {
         if borrowers.iter().all(Vec::is_empty) || waiting.is_empty() {
             return;
         }
-        let mut short = vec![false; stats.violating.len()];
+        // Per waiting queue and resource (`RESOURCES` order), over the flavors the file
+        // counts: the most left of its nominal quota on one flavor, and the least available.
+        // A job asking more than the first fits no nominal quota; one asking no more than the
+        // second is admitted wherever it goes: neither can be a broken guarantee.
+        let n = stats.violating.len();
+        let mut short = vec![false; n];
+        let mut room = vec![[i64::MIN; 3]; n];
+        let mut least = vec![[i64::MAX; 3]; n];
+        let mut counted = [false; 3];
         let mut available = Vec::new();
-        for i in 0..frs.len() {
+        for (i, fr) in frs.iter().enumerate() {
+            let r = RESOURCES
+                .iter()
+                .position(|r| *r == fr.resource)
+                .unwrap_or(0);
+            counted[r] = true;
             tree.available_all_at(i, &mut available);
             for &q in &waiting {
                 let (usage, nominal) = tree.usage_nominal_at(q, i);
                 short[q.0] |= usage <= nominal && available[q.0] < nominal - usage;
+                room[q.0][r] = room[q.0][r].max(nominal - usage);
+                least[q.0][r] = least[q.0][r].min(available[q.0]);
             }
         }
         let jobs = self.trace.jobs();
@@ -333,6 +351,19 @@ impl Simulator<'_> {
             let job = &jobs[id.index()];
             let Some(q) = adm.queue(job) else { continue };
             if !short[q.0] || stats.violating[q.0] || adm.held(job).is_some() {
+                continue;
+            }
+            let n_tasks = u64::from(job.tasks);
+            let asks = [
+                job.task.gpu_milli_total() * n_tasks,
+                job.task.cpu_milli * n_tasks,
+                job.task.mem_mib * n_tasks,
+            ]
+            .map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+            let counted_asks = || (0..3).filter(|&r| counted[r] && asks[r] > 0);
+            if counted_asks().any(|r| asks[r] > room[q.0][r])
+                || counted_asks().all(|r| asks[r] <= least[q.0][r])
+            {
                 continue;
             }
             // `Admission::admits` on the kinds computed once.
