@@ -437,6 +437,49 @@ pub fn summary_table(s: &Summary) -> String {
         let refused = format!("{q} ({} starts refused)", s.quota_vetoes);
         rows.push(("quotas", refused));
     }
-    rows.push(("events", format!("{} in {:.4} s wall", s.events, s.wall_s)));
-    rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect()
+    let mut queues = Vec::new();
+    if let Some(m) = &s.quota_metrics {
+        rows.push((
+            "guarantees",
+            format!(
+                "{:.2} h violated, {:.2} GPU-h borrowed",
+                m.guarantee_violation_h, m.borrowed_gpu_h
+            ),
+        ));
+        rows.push((
+            "quota preemption",
+            format!(
+                "{} preempted, {:.3} preemptions per start, {} priority inversions",
+                m.quota_preemptions, m.preemptions_per_admission, m.priority_inversions
+            ),
+        ));
+        // A line per queue, the first `SHOWN_QUEUES` of them (all are in `--json`).
+        const SHOWN_QUEUES: usize = 12;
+        for q in m.queues.iter().take(SHOWN_QUEUES) {
+            queues.push((
+                format!("  {}", q.queue),
+                format!(
+                    "wait {:.2} / {:.2} h, JCT {:.2} / {:.2} h (avg / p99), {:.2} h violated, \
+                     {:.2} GPU-h borrowed",
+                    q.avg_wait_s / 3600.0,
+                    q.p99_wait_s / 3600.0,
+                    q.avg_jct_s / 3600.0,
+                    q.p99_jct_s / 3600.0,
+                    q.guarantee_violation_h,
+                    q.borrowed_gpu_h
+                ),
+            ));
+        }
+        if m.queues.len() > SHOWN_QUEUES {
+            let more = m.queues.len() - SHOWN_QUEUES;
+            queues.push(("  ...".into(), format!("{more} more queues in --json")));
+        }
+    }
+    let events = ("events", format!("{} in {:.4} s wall", s.events, s.wall_s));
+    let line = |k: &str, v: &str| format!("{k:<18} {v}\n");
+    rows.iter()
+        .map(|(k, v)| line(k, v))
+        .chain(queues.iter().map(|(k, v)| line(k, v)))
+        .chain(std::iter::once(line(events.0, &events.1)))
+        .collect()
 }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{lachesis, stdout_json, without_wall_time};
+use common::{lachesis, stdout_json, stdout_of, without_wall_time};
 use serde_json::Value;
 use std::fs;
 use std::path::PathBuf;
@@ -183,8 +183,8 @@ fn a_bad_quota_file_is_refused_naming_file_line_and_field() {
 #[test]
 fn equal_shares_on_bundled_traces_with_tenants_change_no_result() {
     // Under `equal` the tenants' quotas sum to the cluster and borrowing is unlimited: with
-    // no preemption to reclaim (not yet), it refuses nothing that fits, so the run is the
-    // run without quotas. KTH's 54 users are its tenants.
+    // no preemption to reclaim (Kueue's default, Never), it refuses nothing that fits, so the
+    // run is the run without quotas. KTH's 54 users are its tenants.
     for (trace, cluster, extra) in [
         (TINY, TINY_CLUSTER, &[][..]),
         (KTH, "4x0:CPU", &["--skip-unplaceable", "--load", "1.2"][..]),
@@ -197,7 +197,12 @@ fn equal_shares_on_bundled_traces_with_tenants_change_no_result() {
             let mut on = without_wall_time(simulate(trace, cluster, &args));
             assert_eq!(on["quotas"], "equal");
             assert!(on.get("quota_vetoes").is_none(), "{trace} {policy}: {on:#}");
-            on.as_object_mut().expect("an object").remove("quotas");
+            // Runs with quotas add what quotas did; under `equal` nothing was preempted.
+            assert_eq!(on["quota_metrics"]["quota_preemptions"], 0);
+            assert!(off.get("quota_metrics").is_none());
+            let on_map = on.as_object_mut().expect("an object");
+            on_map.remove("quotas");
+            on_map.remove("quota_metrics");
             assert_eq!(off, on, "{trace} under {policy}");
         }
     }
@@ -230,4 +235,151 @@ fn equal_shares_on_bundled_traces_with_tenants_change_no_result() {
         String::from_utf8_lossy(&run.stderr)
     );
     let _ = fs::remove_dir_all(&out);
+}
+
+/// Team `b` fills the 2x4 V100 cluster at 0 (two 4-GPU jobs of 10 h, one on `a`'s quota);
+/// `a`'s 4-GPU job comes at 100 s. `a` reclaims (`reclaim_within_cohort = "Any"`).
+fn reclaim_inputs() -> (PathBuf, PathBuf) {
+    let trace = std::env::temp_dir().join(format!(
+        "lachesis-quotas-{}-reclaim.csv",
+        std::process::id()
+    ));
+    fs::write(
+        &trace,
+        "#lachesis-trace v1\n#tenants,a,b\n\
+         job_id,submit_s,duration_s,tasks,gpus,gpu_milli,cpu_milli,mem_mib,gpu_types,tenant,\
+         priority,qos,preemptible,kind,estimate_s\n\
+         b-1,0,36000,1,4,1000,1000,1024,,b,0,best-effort,true,training,\n\
+         b-2,0,36000,1,4,1000,1000,1024,,b,0,best-effort,true,training,\n\
+         a-1,100,600,1,4,1000,1000,1024,,a,0,latency-sensitive,true,training,\n",
+    )
+    .expect("the temp dir is writable");
+    let queue = |name: &str, preemption: &str| {
+        format!(
+            "[[queue]]\nname = \"{name}\"\ncohort = \"org\"\n[[queue.quota]]\nflavor = \"V100\"\n\
+             resource = \"gpu\"\nnominal = 4\n{preemption}"
+        )
+    };
+    let quotas = quota_file(
+        "reclaim",
+        &format!(
+            "[[cohort]]\nname = \"org\"\n{}{}",
+            queue("a", "[queue.preemption]\nreclaim_within_cohort = \"Any\"\n"),
+            queue("b", "")
+        ),
+    );
+    (trace, quotas)
+}
+
+#[test]
+fn reclaim_preempts_the_borrower_and_compare_reports_the_quota_metrics() {
+    let (trace, quotas) = reclaim_inputs();
+    let (trace, quotas) = (
+        trace.to_str().expect("UTF-8 temp path"),
+        quotas.to_str().expect("UTF-8 temp path"),
+    );
+    // simulate: a's job starts at 100 s, one of b's is preempted, no guarantee violated.
+    let s = simulate(trace, "2x4:V100", &["--quotas", quotas]);
+    let m = &s["quota_metrics"];
+    assert_eq!(m["quota_preemptions"], 1, "{s:#}");
+    assert_eq!(m["guarantee_violation_h"], 0.0);
+    assert_eq!(m["queues"][0]["queue"], "a");
+    assert_eq!(m["queues"][0]["avg_wait_s"], 0.0, "a waited not at all");
+    assert_eq!(s["preemptions"], 1);
+    let text = stdout_of(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--cluster",
+        "2x4:V100",
+        "--quotas",
+        quotas,
+    ]);
+    assert!(text.contains("quota preemption   1 preempted"), "{text}");
+    assert!(
+        text.contains("guarantees         0.00 h violated"),
+        "{text}"
+    );
+    // compare: the quota metrics rows, a table per queue, and the same in report.md and
+    // comparison.json.
+    let out = std::env::temp_dir().join(format!("lachesis-quotas-{}-reclaim", std::process::id()));
+    let out_str = out.to_str().expect("UTF-8 temp path");
+    let text = stdout_of(&[
+        "compare",
+        "--trace",
+        trace,
+        "--cluster",
+        "2x4:V100",
+        "--policies",
+        "fifo/best-fit,sjf/best-fit",
+        "--windows",
+        "0",
+        "--load",
+        "none",
+        "--resamples",
+        "20",
+        "--quotas",
+        quotas,
+        "--out",
+        out_str,
+    ]);
+    for label in [
+        "guarantee violation (queue-h)",
+        "borrowed GPU-h",
+        "quota preemptions",
+        "preemptions per admission",
+        "priority inversions",
+        "per queue, mean over units",
+        "violated h",
+        "borrow GPU-h",
+    ] {
+        assert!(text.contains(label), "{label}: {text}");
+    }
+    let report = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(report.contains("## Per queue"), "{report}");
+    assert!(
+        report.contains("| a | `fifo/best-fit` | 0 | 0 | 600 | 600 | 0 | 0 |"),
+        "{report}"
+    );
+    let json: Value = serde_json::from_str(
+        &fs::read_to_string(out.join("comparison.json")).expect("comparison.json"),
+    )
+    .expect("JSON");
+    let metric = |key: &str| {
+        json["metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .find(|m| m["key"] == key)
+            .map(|m| m["policies"][0]["mean"].clone())
+    };
+    assert_eq!(metric("quota_preemptions"), Some(Value::from(1.0)));
+    assert_eq!(metric("guarantee_violation_h"), Some(Value::from(0.0)));
+    assert_eq!(metric("preemptions_per_admission"), Some(Value::from(0.25)));
+    let _ = fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_bad_preemption_policy_is_refused_naming_file_line_and_field() {
+    let file = quota_file(
+        "bad-preemption",
+        "[[queue]]\nname = \"vision\"\n[queue.preemption]\nwithin_cluster_queue = \"Any\"\n",
+    );
+    let path = file.to_str().expect("UTF-8 temp path");
+    let stderr = fails(&[
+        "simulate",
+        "--trace",
+        TINY,
+        "--cluster",
+        TINY_CLUSTER,
+        "--quotas",
+        path,
+    ]);
+    assert!(
+        stderr.contains(&format!(
+            "{path}:4:24: queue[0].preemption.within_cluster_queue: `Any`: expected Never, \
+             LowerPriority, LowerOrNewerEqualPriority"
+        )),
+        "{stderr}"
+    );
 }

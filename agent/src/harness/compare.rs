@@ -249,15 +249,130 @@ pub const TYPED_METRICS: &[Metric] = &[
     },
 ];
 
+/// The metrics of runs with quotas (`Summary::quota_metrics`, docs/quotas.md), reported
+/// after the others only when some run has them.
+pub const QUOTA_METRICS: &[Metric] = &[
+    Metric {
+        key: "guarantee_violation_h",
+        label: "guarantee violation (queue-h)",
+        better: Better::Lower,
+        get: |s| {
+            s.quota_metrics
+                .as_ref()
+                .map_or(0.0, |m| m.guarantee_violation_h)
+        },
+    },
+    Metric {
+        key: "borrowed_gpu_h",
+        label: "borrowed GPU-h",
+        better: Better::Neither,
+        get: |s| s.quota_metrics.as_ref().map_or(0.0, |m| m.borrowed_gpu_h),
+    },
+    Metric {
+        key: "quota_preemptions",
+        label: "quota preemptions",
+        better: Better::Neither,
+        get: |s| {
+            s.quota_metrics
+                .as_ref()
+                .map_or(0.0, |m| m.quota_preemptions as f64)
+        },
+    },
+    Metric {
+        key: "preemptions_per_admission",
+        label: "preemptions per admission",
+        better: Better::Lower,
+        get: |s| {
+            s.quota_metrics
+                .as_ref()
+                .map_or(0.0, |m| m.preemptions_per_admission)
+        },
+    },
+    Metric {
+        key: "priority_inversions",
+        label: "priority inversions",
+        better: Better::Lower,
+        get: |s| {
+            s.quota_metrics
+                .as_ref()
+                .map_or(0.0, |m| m.priority_inversions as f64)
+        },
+    },
+];
+
 /// The metrics a comparison of `runs` reports: `METRICS`, then `TYPED_METRICS` when some run
-/// had a throughput table and typed jobs.
+/// had a throughput table and typed jobs, then `QUOTA_METRICS` when some run had quotas.
 pub fn metrics_of(runs: &[Run]) -> impl Iterator<Item = &'static Metric> {
     let typed = runs
         .iter()
         .any(|r| r.summary.effective_throughput.is_some());
+    let quotas = runs.iter().any(|r| r.summary.quota_metrics.is_some());
     METRICS
         .iter()
         .chain(TYPED_METRICS.iter().filter(move |_| typed))
+        .chain(QUOTA_METRICS.iter().filter(move |_| quotas))
+}
+
+/// The columns of [`queue_table`], in its order.
+pub const QUEUE_COLUMNS: [&str; 6] = [
+    "avg wait (s)",
+    "p99 wait (s)",
+    "avg JCT (s)",
+    "p99 JCT (s)",
+    "guarantee violation (h)",
+    "borrowed GPU-h",
+];
+
+/// One queue's row of [`queue_table`]: its name, and per policy the means of `QUEUE_COLUMNS`
+/// (`None` where that policy's runs never had the queue).
+pub type QueueRow = (String, Vec<Option<[f64; 6]>>);
+
+/// Runs with quotas only: per queue (first seen order) and policy, the mean over the units
+/// where the queue had jobs of its `QueueMetrics` (`QUEUE_COLUMNS`). `runs` gives each run's
+/// policy index and summary; `None` where a policy's runs never had the queue.
+pub fn queue_table<'a>(
+    runs: impl Iterator<Item = (usize, &'a Summary)>,
+    policies: usize,
+) -> Vec<QueueRow> {
+    // Per queue, per policy: the sums of the columns and how many runs.
+    type Sums = Vec<([f64; 6], u32)>;
+    let mut rows: Vec<(String, Sums)> = Vec::new();
+    for (p, s) in runs {
+        let Some(m) = &s.quota_metrics else { continue };
+        for q in &m.queues {
+            let at = match rows.iter().position(|(name, _)| *name == q.queue) {
+                Some(at) => at,
+                None => {
+                    rows.push((q.queue.clone(), vec![([0.0; 6], 0); policies]));
+                    rows.len() - 1
+                }
+            };
+            let Some(cell) = rows[at].1.get_mut(p) else {
+                continue;
+            };
+            let values = [
+                q.avg_wait_s,
+                q.p99_wait_s,
+                q.avg_jct_s,
+                q.p99_jct_s,
+                q.guarantee_violation_h,
+                q.borrowed_gpu_h,
+            ];
+            for (sum, v) in cell.0.iter_mut().zip(values) {
+                *sum += v;
+            }
+            cell.1 += 1;
+        }
+    }
+    rows.into_iter()
+        .map(|(name, cells)| {
+            let means = cells
+                .into_iter()
+                .map(|(sums, n)| (n > 0).then(|| sums.map(|v| v / f64::from(n))))
+                .collect();
+            (name, means)
+        })
+        .collect()
 }
 
 /// The share of a run's average JCT above its lower bound, in percent: the most that any
@@ -689,9 +804,17 @@ impl Comparison {
             .collect()
     }
 
-    /// `lachesis compare`'s terminal table.
+    /// `lachesis compare`'s terminal table, with a table per queue where quotas were on.
     pub fn terminal_table(&self) -> String {
-        terminal_table(&self.setup, &self.metrics)
+        let k = self.setup.policies.len().max(1);
+        let queues = queue_table(
+            self.runs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i % k, &r.summary)),
+            k,
+        );
+        terminal_table(&self.setup, &self.metrics) + &queue_lines(&self.setup.policies, &queues)
     }
 
     /// One policy's value of `metric` on every unit, in unit order.
@@ -1120,6 +1243,43 @@ fn terminal_table(setup: &Setup, reports: &[MetricReport]) -> String {
                 fmt_paired(&m.paired[i])
             );
         }
+    }
+    s
+}
+
+/// The per-queue table of the terminal (`queue_table`, the first 12 queues), empty without
+/// quotas.
+fn queue_lines(policies: &[String], rows: &[QueueRow]) -> String {
+    let mut s = String::new();
+    if rows.is_empty() {
+        return s;
+    }
+    let width = policies.iter().map(|p| p.len()).max().unwrap_or(8).max(8);
+    let short = [
+        "avg wait s",
+        "p99 wait s",
+        "avg JCT s",
+        "p99 JCT s",
+        "violated h",
+        "borrow GPU-h",
+    ];
+    let header: String = short.iter().map(|c| format!("{c:>13}")).collect();
+    let _ = writeln!(s, "\nper queue, mean over units");
+    let _ = writeln!(s, "  {:<width$} {header}", "");
+    // The first `SHOWN` queues; report.md has them all.
+    const SHOWN: usize = 12;
+    for (queue, cells) in rows.iter().take(SHOWN) {
+        let _ = writeln!(s, "{queue}");
+        for (p, cell) in policies.iter().zip(cells) {
+            let values = cell.map_or_else(
+                || "-".to_string(),
+                |c| c.iter().map(|v| format!("{:>13}", fmt_num(*v))).collect(),
+            );
+            let _ = writeln!(s, "  {p:<width$} {values}");
+        }
+    }
+    if rows.len() > SHOWN {
+        let _ = writeln!(s, "... {} more queues in report.md", rows.len() - SHOWN);
     }
     s
 }

@@ -161,7 +161,7 @@ fn write_views<U: serde::Serialize>(
     }
     put(
         "report.md",
-        markdown(setup, metrics, &plots) + &tenant_waits(setup, runs),
+        markdown(setup, metrics, &plots) + &tenant_waits(setup, runs) + &queue_section(setup, runs),
     )?;
     put("report.html", html(setup, metrics, &plots, style))?;
     Ok(())
@@ -356,6 +356,32 @@ fn tenant_waits(setup: &Setup, runs: &[RunView<'_>]) -> String {
             .map(|c| c.map_or_else(|| "-".to_string(), fmt_num))
             .collect();
         let _ = writeln!(s, "| {t} | {} |", cells.join(" | "));
+    }
+    s
+}
+
+/// Runs with quotas only: per queue, each policy's mean over units of its queue metrics
+/// (`super::compare::queue_table`).
+fn queue_section(setup: &Setup, runs: &[RunView<'_>]) -> String {
+    let k = setup.policies.len();
+    let rows = super::compare::queue_table(runs.iter().map(|r| (r.policy_idx, r.summary)), k);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "\n## Per queue\n\nEach queue's metrics (docs/quotas.md), mean over the units where it \
+         had jobs.\n\n| queue | policy | {} |\n|---|---|{}\n",
+        super::compare::QUEUE_COLUMNS.join(" | "),
+        "---|".repeat(super::compare::QUEUE_COLUMNS.len())
+    );
+    for (queue, cells) in &rows {
+        for (p, cell) in setup.policies.iter().zip(cells) {
+            let values: Vec<String> = match cell {
+                Some(c) => c.iter().map(|v| fmt_num(*v)).collect(),
+                None => vec!["-".to_string(); super::compare::QUEUE_COLUMNS.len()],
+            };
+            let _ = writeln!(s, "| {queue} | `{p}` | {} |", values.join(" | "));
+        }
     }
     s
 }

@@ -63,6 +63,48 @@ pub struct TimelineRow {
     pub power_w: f64,
 }
 
+/// What quotas did to a run (docs/quotas.md), over the measured span (after the warm-up).
+/// The queue states behind the time integrals are taken after every batch of events and
+/// every decision, and hold until the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuotaMetrics {
+    /// Hours, summed over queues, during which a queue had a pending job its quota refused
+    /// although the job fitted what is left of the queue's nominal quota (every
+    /// flavor-resource it asks), while another queue of its cohort tree borrowed one of them:
+    /// time its guarantee was not kept (a job that waits only for room on the nodes does not
+    /// count).
+    pub guarantee_violation_h: f64,
+    /// GPU-hours used beyond nominal quotas (borrowed), summed over queues.
+    pub borrowed_gpu_h: f64,
+    /// Jobs preempted by quota preemption (`[queue.preemption]`: Kueue's policies).
+    pub quota_preemptions: u64,
+    /// Runs started (restarts included) while quotas were on.
+    pub admissions: u64,
+    /// All preemptions (the policy's and the quota's) per run started.
+    pub preemptions_per_admission: f64,
+    /// Starts of a job while a pending job of the same queue had a higher priority.
+    pub priority_inversions: u64,
+    /// Per queue, in the quota file's order.
+    pub queues: Vec<QueueMetrics>,
+}
+
+/// One queue's part of [`QuotaMetrics`], with the wait and JCT of its measured jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueMetrics {
+    pub queue: String,
+    pub guarantee_violation_h: f64,
+    pub borrowed_gpu_h: f64,
+    /// Its jobs preempted by quota preemption (victims).
+    pub quota_preemptions: u64,
+    pub priority_inversions: u64,
+    /// Measured jobs, and the wait and JCT of those that finished.
+    pub jobs: u64,
+    pub avg_wait_s: f64,
+    pub p99_wait_s: f64,
+    pub avg_jct_s: f64,
+    pub p99_jct_s: f64,
+}
+
 /// The run's summary (`summary.json`; `--json` prints it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -142,6 +184,10 @@ pub struct Summary {
     pub quotas: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub quota_vetoes: u64,
+    /// Runs with quotas only: guarantees, borrowing, preemption and inversions, per queue
+    /// and in all ([`QuotaMetrics`]). Left out of the JSON without quotas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_metrics: Option<QuotaMetrics>,
     pub events: u64,
     pub wall_s: f64,
     /// Runs with a throughput table only: reference GPU-hours of work the typed jobs did

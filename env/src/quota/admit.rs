@@ -51,6 +51,10 @@ pub struct Admission {
     kinds: Vec<Option<GpuModelId>>,
     /// What each running job holds, exactly as charged (never iterated: a fixed fast hash).
     charged: HashMap<JobId, Amounts, foldhash::fast::FixedState>,
+    /// Charges and discharges so far: the books are unchanged while it is.
+    changes: u64,
+    /// Whether some queue has a preemption policy other than `Never`.
+    preempts: bool,
 }
 
 /// Quotas that cannot serve a run: where, and why.
@@ -154,6 +158,7 @@ impl Admission {
                 kinds.push(n.gpu_model);
             }
         }
+        let tree_preempts = tree.queues().any(|q| !tree.spec(q).preemption.is_never());
         Ok(Admission {
             cpu_only: charge(None),
             tree,
@@ -163,6 +168,8 @@ impl Admission {
             by_model,
             kinds,
             charged: HashMap::default(),
+            changes: 0,
+            preempts: tree_preempts,
         })
     }
 
@@ -275,6 +282,14 @@ impl Admission {
 
     /// `job`'s whole request on each node kind it may use, in the cluster's order.
     fn kind_amounts<'s>(&'s self, job: &'s JobSpec) -> impl Iterator<Item = Amounts> + 's {
+        self.kinds_of(job).map(|(_, amounts)| amounts)
+    }
+
+    /// Each node kind `job` may use (cluster order), with its whole request there.
+    fn kinds_of<'s>(
+        &'s self,
+        job: &'s JobSpec,
+    ) -> impl Iterator<Item = (Option<GpuModelId>, Amounts)> + 's {
         let allowed = self.spec.model_mask(&job.gpu_types);
         self.kinds
             .iter()
@@ -285,8 +300,52 @@ impl Admission {
             .map(move |&kind| {
                 let mut amounts = Vec::new();
                 add_task(&mut amounts, self.charge_of(kind), &job.task, job.tasks);
-                amounts
+                (kind, amounts)
             })
+    }
+
+    /// How many times the books changed (charges and discharges): equal counts, same books.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// What `job` holds now: a running job's charge, or a pending job's reservation.
+    pub fn held(&self, job: &JobSpec) -> Option<&Amounts> {
+        self.charged.get(&job.id)
+    }
+
+    /// Whether some queue has a preemption policy other than `Never`.
+    pub fn preempts(&self) -> bool {
+        self.preempts
+    }
+
+    /// `books` (or the tree's usage) less what `job` holds, where it holds anything: a
+    /// pending job's reservation is its own room.
+    fn without_own(&self, books: Option<&Usage>, job: &JobSpec) -> Option<Usage> {
+        let held = self.charged.get(&job.id)?;
+        let q = self.queue(job)?;
+        let mut own = books.cloned().unwrap_or_else(|| self.tree.books());
+        for (fr, v) in held {
+            self.tree.remove_usage_in(&mut own, q, fr, *v);
+        }
+        Some(own)
+    }
+
+    /// `job`'s whole request on each node kind it may use, its queue's GPU flavors first in
+    /// the order its quotas list them (Kueue's flavor order), then the cluster's order.
+    pub fn kinds_in_flavor_order(&self, job: &JobSpec) -> Vec<(Option<GpuModelId>, Amounts)> {
+        let listed: Vec<&FlavorResource> = self
+            .queue(job)
+            .map(|q| self.tree.spec(q).quotas.iter().map(|(fr, _)| fr).collect())
+            .unwrap_or_default();
+        let rank = |kind: Option<GpuModelId>| {
+            let fr = self.charge_of(kind)[0].as_ref();
+            fr.and_then(|fr| listed.iter().position(|l| *l == fr))
+                .unwrap_or(usize::MAX)
+        };
+        let mut out: Vec<(Option<GpuModelId>, Amounts)> = self.kinds_of(job).collect();
+        out.sort_by_key(|(kind, _)| rank(*kind));
+        out
     }
 
     /// `admits`, with the usage of `books` where given (a plan's), else the tree's.
@@ -294,6 +353,8 @@ impl Admission {
         let Some(q) = self.queue(job) else {
             return Ok(());
         };
+        let own = self.without_own(books, job);
+        let books = own.as_ref().or(books);
         let mut first = None;
         for amounts in self.kind_amounts(job) {
             match self.check_in(books, q, &amounts) {
@@ -328,11 +389,14 @@ impl Admission {
         }
     }
 
-    /// Books `amounts` to running `job`'s queue (a start, a share, a resize's new size).
+    /// Books `amounts` to `job`'s queue (a start, a share, a resize's new size, or a pending
+    /// job's quota reservation after preemption), in place of what it held.
     pub fn charge(&mut self, job: &JobSpec, amounts: Amounts) {
         let Some(q) = self.queue(job) else {
             return;
         };
+        self.discharge(job);
+        self.changes += 1;
         for (fr, v) in &amounts {
             self.tree.add_usage(q, fr, *v);
         }
@@ -343,6 +407,7 @@ impl Admission {
     /// held, if anything.
     pub fn discharge(&mut self, job: &JobSpec) -> Option<Amounts> {
         let amounts = self.charged.remove(&job.id)?;
+        self.changes += 1;
         if let Some(q) = self.queue(job) {
             for (fr, v) in &amounts {
                 self.tree.remove_usage(q, fr, *v);
@@ -392,7 +457,8 @@ impl QuotaPlan<'_> {
             return Vec::new();
         };
         let tree = &adm.tree;
-        let books = self.books.as_ref();
+        let own = adm.without_own(self.books.as_ref(), job);
+        let books = own.as_ref().or(self.books.as_ref());
         let mut flavors: Vec<&str> = Vec::new();
         let listed = tree.spec(q).quotas.iter().map(|(fr, _)| fr);
         let gpu = listed
@@ -444,7 +510,13 @@ impl QuotaPlan<'_> {
         };
         let adm = self.admission;
         let amounts = adm.amounts(job, tasks);
-        if adm.check_in(self.books.as_ref(), q, &amounts).is_err() {
+        // A pending job's reservation is its own room: checked without it, and replaced.
+        if let Some(own) = adm.without_own(self.books.as_ref(), job) {
+            if adm.check_in(Some(&own), q, &amounts).is_err() {
+                return false;
+            }
+            self.books = Some(own);
+        } else if adm.check_in(self.books.as_ref(), q, &amounts).is_err() {
             return false;
         }
         let books = self.books.get_or_insert_with(|| adm.tree.books());

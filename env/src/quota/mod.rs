@@ -180,6 +180,8 @@ pub struct QuotaTree {
     frs: Vec<FlavorResource>,
     /// Asked on every admission check: a fixed fast hash (never iterated).
     fr_index: HashMap<FlavorResource, usize, foldhash::fast::FixedState>,
+    /// Every node after its parent.
+    top_down: Vec<usize>,
 }
 
 /// Why a queue cannot admit a job now.
@@ -339,9 +341,12 @@ impl QuotaTree {
             by_name,
             frs,
             fr_index,
+            top_down: Vec::new(),
         };
         tree.check_cycles()?;
         tree.update_subtrees();
+        tree.top_down = tree.leaves_first();
+        tree.top_down.reverse();
         Ok(tree)
     }
 
@@ -448,11 +453,20 @@ impl QuotaTree {
     }
 
     fn available_raw(&self, usage: &Usage, n: NodeId, fr: usize) -> i64 {
+        let parent = self.nodes[n.0]
+            .parent
+            .map(|p| self.available_raw(usage, NodeId(p), fr));
+        self.available_below(usage, n, fr, parent)
+    }
+
+    /// What `n` may use of `fr` (negative: in debt) given what its parent may (`parent`,
+    /// `None` at a root): its local quota left, plus the parent's capped by its borrowing
+    /// limit.
+    fn available_below(&self, usage: &Usage, n: NodeId, fr: usize, parent: Option<i64>) -> i64 {
         let node = &self.nodes[n.0];
-        let Some(p) = node.parent else {
+        let Some(mut parent) = parent else {
             return node.subtree[fr] - self.used(usage, n.0, fr);
         };
-        let mut parent = self.available_raw(usage, NodeId(p), fr);
         if let Some(b) = node.quota[fr].borrowing_limit {
             let lq = self.local_quota(n, fr);
             let stored = node.subtree[fr] - lq;
@@ -538,6 +552,29 @@ impl QuotaTree {
         self.fr(fr).map_or(0, |i| self.used(&self.usage, n.0, i))
     }
 
+    /// `n`'s usage and nominal quota of the `i`-th of `flavor_resources()` (no lookup: for
+    /// loops over every queue).
+    pub fn usage_nominal_at(&self, n: NodeId, i: usize) -> (i64, i64) {
+        (
+            self.used(&self.usage, n.0, i),
+            self.nodes[n.0].quota[i].nominal,
+        )
+    }
+
+    /// `available` of the `i`-th of `flavor_resources()` for every node (indexed by
+    /// `NodeId`) into `out`: one pass, parents first, instead of a walk to the root per node.
+    pub fn available_all_at(&self, i: usize, out: &mut Vec<i64>) {
+        out.clear();
+        out.resize(self.nodes.len(), 0);
+        for &n in &self.top_down {
+            let parent = self.nodes[n].parent.map(|p| out[p]);
+            out[n] = self.available_below(&self.usage, NodeId(n), i, parent);
+        }
+        for v in out.iter_mut() {
+            *v = (*v).max(0);
+        }
+    }
+
     /// `n`'s nominal quota of `fr`.
     pub fn nominal(&self, n: NodeId, fr: &FlavorResource) -> i64 {
         self.fr(fr).map_or(0, |i| self.nodes[n.0].quota[i].nominal)
@@ -576,6 +613,26 @@ impl QuotaTree {
         {
             self.add_raw(usage, p, fr, v - local);
         }
+    }
+
+    /// `remove_usage` from `books` (a copy of this tree's, `books`) instead of the tree.
+    pub fn remove_usage_in(&self, books: &mut Usage, n: NodeId, fr: &FlavorResource, v: i64) {
+        if let Some(i) = self.fr(fr) {
+            self.remove_raw(books, n.0, i, v);
+        }
+    }
+
+    /// The root of the cohort tree `n` is in (`n` itself without a cohort).
+    pub fn root(&self, mut n: NodeId) -> NodeId {
+        while let Some(p) = self.nodes[n.0].parent {
+            n = NodeId(p);
+        }
+        n
+    }
+
+    /// How many queues and cohorts the tree has (`NodeId`s are below it).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
     }
 
     /// Removes usage from queue `n`, and what it stored in its cohort (Kueue's

@@ -380,7 +380,13 @@ impl Search<'_, '_> {
     }
 
     /// Candidates of queue `q` found below cohort `lca`.
-    fn from_queue(&self, q: usize, lca: Option<usize>, advantage: bool, out: &mut Vec<Candidate>) {
+    fn candidates_of_queue(
+        &self,
+        q: usize,
+        lca: Option<usize>,
+        advantage: bool,
+        out: &mut Vec<Candidate>,
+    ) {
         for (index, w) in self.admitted.iter().enumerate() {
             if w.queue.0 != q {
                 continue;
@@ -399,7 +405,7 @@ impl Search<'_, '_> {
     fn same_queue_candidates(&self) -> Vec<Candidate> {
         let mut out = Vec::new();
         if self.policy.within_cluster_queue != PreemptionPolicy::Never {
-            self.from_queue(self.queue(), None, false, &mut out);
+            self.candidates_of_queue(self.queue(), None, false, &mut out);
         }
         out
     }
@@ -471,7 +477,7 @@ impl Search<'_, '_> {
         }
         for child in t.children(current, NodeKind::Queue) {
             if child != self.queue() && !self.within_nominal(books, child) {
-                self.from_queue(child, Some(root), advantage, out);
+                self.candidates_of_queue(child, Some(root), advantage, out);
             }
         }
     }

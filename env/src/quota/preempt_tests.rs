@@ -11,12 +11,16 @@
 //! queue cannot give, which is what every ported assignment marks `Preempt` (one also marks
 //! memory that fits; it changes nothing there).
 //!
+//! Also ported: 13 scenarios of `TestHierarchicalPreemptions` in
+//! `preemption_hierarchical_test.go` (same commit): cohorts nested, with quotas of their own
+//! and lending limits.
+//!
 //! Not ported: cases that need what this model has not (fair sharing (`preemption_fair_test`),
-//! topology-aware scheduling, workloads already evicted or with a preemption already issued
-//! (`skip duplicate preemption across calls`), priority boosts, LocalQueue usage ordering,
-//! several pod sets asking one resource of one flavor with partial admission), the
-//! `long range preemption` and `exhausted` cases built on hierarchical cohorts with
-//! `Cohort` objects (covered by the hierarchical algorithm, not ported yet), and the
+//! topology-aware scheduling, workloads already evicted (`prefer to preempt evicted
+//! workloads`) or with a preemption already issued (`skip duplicate preemption across
+//! calls`), priority boosts, LocalQueue usage ordering, several pod sets asking one resource
+//! of one flavor with partial admission); the `long range preemption`, `exhausted` and
+//! `reclaim in complex hierarchy` cases (larger hierarchies, not ported yet); and the
 //! candidate-ordering unit cases (the ordering is asserted through the victims chosen).
 
 use super::*;
@@ -579,51 +583,347 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+/// The victims `tree` chooses for case `c`, sorted by name, with their reasons.
+fn victims(mut tree: QuotaTree, c: &Case) -> Vec<(&'static str, PreemptionReason)> {
+    let queue_of = |tree: &QuotaTree, name: &str| {
+        tree.node(name)
+            .unwrap_or_else(|| panic!("{}: queue {name}", c.name))
+    };
+    let queues: Vec<NodeId> = c
+        .admitted
+        .iter()
+        .map(|a| queue_of(&tree, a.queue))
+        .collect();
+    let incoming_queue = queue_of(&tree, c.queue);
+    for (a, q) in c.admitted.iter().zip(&queues) {
+        for (fr, v) in &a.usage {
+            tree.add_usage(*q, fr, *v);
+        }
+    }
+    let admitted: Vec<Workload<'_>> = c
+        .admitted
+        .iter()
+        .zip(&queues)
+        .map(|(a, q)| Workload {
+            queue: *q,
+            priority: a.priority,
+            queued_at: a.created_at,
+            reserved_at: a.reserved_at,
+            usage: &a.usage,
+        })
+        .collect();
+    let incoming = Workload {
+        queue: incoming_queue,
+        priority: c.priority,
+        queued_at: c.created_at,
+        reserved_at: NOW,
+        usage: &c.request,
+    };
+    let mut got: Vec<(&str, PreemptionReason)> = tree
+        .preemption_targets(&tree.books(), &incoming, &admitted)
+        .iter()
+        .map(|t| (c.admitted[t.index].name, t.reason))
+        .collect();
+    got.sort_by_key(|(name, _)| *name);
+    got
+}
+
 #[test]
 fn kueue_preemption_scenarios_choose_kueues_victims() {
     let cases = cases();
-    assert!(cases.len() >= 10);
+    assert_eq!(cases.len(), 31);
     for c in &cases {
-        let mut tree = default_cluster_queues();
-        let queue_of = |name: &str| {
-            tree.node(name)
-                .unwrap_or_else(|| panic!("{}: queue {name}", c.name))
-        };
-        let queues: Vec<NodeId> = c.admitted.iter().map(|a| queue_of(a.queue)).collect();
-        let incoming_queue = queue_of(c.queue);
-        for (a, q) in c.admitted.iter().zip(&queues) {
-            for (fr, v) in &a.usage {
-                tree.add_usage(*q, fr, *v);
-            }
-        }
-        let admitted: Vec<Workload<'_>> = c
-            .admitted
-            .iter()
-            .zip(&queues)
-            .map(|(a, q)| Workload {
-                queue: *q,
-                priority: a.priority,
-                queued_at: a.created_at,
-                reserved_at: a.reserved_at,
-                usage: &a.usage,
-            })
-            .collect();
-        let incoming = Workload {
-            queue: incoming_queue,
-            priority: c.priority,
-            queued_at: c.created_at,
-            reserved_at: NOW,
-            usage: &c.request,
-        };
-        let mut got: Vec<(&str, PreemptionReason)> = tree
-            .preemption_targets(&tree.books(), &incoming, &admitted)
-            .iter()
-            .map(|t| (c.admitted[t.index].name, t.reason))
-            .collect();
-        got.sort_by_key(|(name, _)| *name);
         let mut want = c.want.clone();
         want.sort_by_key(|(name, _)| *name);
-        assert_eq!(got, want, "{}", c.name);
+        assert_eq!(victims(default_cluster_queues(), c), want, "{}", c.name);
+    }
+}
+
+/// A cohort of `TestHierarchicalPreemptions`: name, parent, CPU quota (cores).
+fn co(name: &str, parent: Option<&str>, cpu_cores: i64) -> NodeSpec {
+    let quotas = if cpu_cores > 0 {
+        vec![quota(cpu(cpu_cores), None, None)]
+    } else {
+        Vec::new()
+    };
+    NodeSpec {
+        parent: parent.map(str::to_string),
+        quotas,
+        ..cohort(name)
+    }
+}
+
+/// A ClusterQueue of `TestHierarchicalPreemptions`: within LowerPriority, reclaim `reclaim`,
+/// borrowWithinCohort LowerPriority with threshold `borrow` where given.
+fn hq(
+    name: &str,
+    cohort: &str,
+    quotas: Vec<(FlavorResource, Quota)>,
+    reclaim: PreemptionPolicy,
+    borrow: Option<i32>,
+) -> NodeSpec {
+    queue(
+        name,
+        Some(cohort),
+        quotas,
+        policy(PreemptionPolicy::LowerPriority, reclaim, borrow),
+    )
+}
+
+#[test]
+fn kueue_hierarchical_preemption_scenarios_choose_kueues_victims() {
+    use PreemptionPolicy::{Any, LowerPriority};
+    use PreemptionReason::*;
+    let cpu_q = |cores: i64| vec![quota(cpu(cores), None, None)];
+    // R, with C(2) below it holding q, and q_borrowing beside C.
+    let rc = |c_cpu: i64, r_cpu: i64| vec![co("r", None, r_cpu), co("c", Some("r"), c_cpu)];
+    let q_any = || hq("q", "c", vec![], Any, None);
+    let q_borrow_any = || hq("q", "c", vec![], Any, Some(0));
+    let q_borrow_lower = || hq("q", "c", vec![], LowerPriority, Some(0));
+    let borrowing = || hq("q_borrowing", "r", vec![], Any, None);
+    let same_cohort = || hq("q_same_cohort", "c", vec![], Any, None);
+    let nominal = || hq("q_nominal", "r", cpu_q(2), Any, None);
+    let cases: Vec<(Vec<NodeSpec>, Case)> = vec![
+        (
+            [rc(2, 0), vec![q_any(), borrowing()]].concat(),
+            case(
+                "preempt with hierarchical advantage",
+                vec![wl("admitted2", "q_borrowing", 0, vec![cpu(2)])],
+                ("q", 0, vec![cpu(2)]),
+                vec![("admitted2", InCohortReclamation)],
+            ),
+        ),
+        (
+            [rc(2, 0), vec![nominal(), q_any(), borrowing()]].concat(),
+            case(
+                "avoid queues within nominal quota",
+                vec![
+                    wl("admitted1", "q_nominal", -10, vec![cpu(2)]),
+                    wl("admitted2", "q_borrowing", 0, vec![cpu(2)]),
+                ],
+                ("q", 0, vec![cpu(2)]),
+                vec![("admitted2", InCohortReclamation)],
+            ),
+        ),
+        (
+            [rc(2, 0), vec![q_any(), borrowing()]].concat(),
+            case(
+                "preempt multiple with hierarchical advantage",
+                vec![
+                    wl("admitted1", "q_borrowing", 1, vec![cpu(1)]),
+                    wl("admitted2", "q_borrowing", 2, vec![cpu(1)]),
+                ],
+                ("q", 0, vec![cpu(2)]),
+                vec![
+                    ("admitted1", InCohortReclamation),
+                    ("admitted2", InCohortReclamation),
+                ],
+            ),
+        ),
+        (
+            [rc(3, 0), vec![q_borrow_any(), same_cohort()]].concat(),
+            case(
+                "preempt in cohort and own CQ",
+                vec![
+                    wl("admitted_not_preemptible", "q_same_cohort", 1, vec![cpu(1)]),
+                    wl("admitted_preemptible", "q_same_cohort", 0, vec![cpu(2)]),
+                    wl("admitted_own_queue", "q", -1, vec![cpu(1)]),
+                ],
+                ("q", 1, vec![cpu(2)]),
+                vec![
+                    ("admitted_own_queue", InClusterQueue),
+                    ("admitted_preemptible", InCohortReclaimWhileBorrowing),
+                ],
+            ),
+        ),
+        (
+            [rc(2, 0), vec![q_any(), borrowing()]].concat(),
+            case(
+                "prefer to preempt hierarchical candidate",
+                vec![
+                    wl("admitted_borrowing", "q_borrowing", 1, vec![cpu(1)]),
+                    wl("admitted_same_queue", "q", -2, vec![cpu(1)]),
+                ],
+                ("q", 0, vec![cpu(1)]),
+                vec![("admitted_borrowing", InCohortReclamation)],
+            ),
+        ),
+        (
+            [rc(2, 0), vec![q_borrow_any(), nominal(), same_cohort()]].concat(),
+            case(
+                "forced to preempt priority candidate",
+                vec![
+                    wl("admitted_nominal", "q_nominal", -10, vec![cpu(2)]),
+                    wl("admitted_same_cohort", "q_same_cohort", -1, vec![cpu(2)]),
+                ],
+                ("q", 0, vec![cpu(2)]),
+                vec![("admitted_same_cohort", InCohortReclaimWhileBorrowing)],
+            ),
+        ),
+        (
+            [
+                rc(2, 0),
+                vec![
+                    hq("q", "c", cpu_q(4), Any, None),
+                    borrowing(),
+                    same_cohort(),
+                ],
+            ]
+            .concat(),
+            case(
+                "incoming workload fits in CQ nominal quota",
+                vec![
+                    wl("admitted_borrowing", "q_borrowing", 10, vec![cpu(3)]),
+                    wl("admitted_same_cohort", "q_same_cohort", 10, vec![cpu(3)]),
+                ],
+                ("q", 0, vec![cpu(4)]),
+                vec![
+                    ("admitted_borrowing", InCohortReclamation),
+                    ("admitted_same_cohort", InCohortReclamation),
+                ],
+            ),
+        ),
+        (
+            [rc(4, 1), vec![q_borrow_lower(), borrowing(), same_cohort()]].concat(),
+            case(
+                "preempt hierarchical and priority candidates",
+                vec![
+                    wl("admitted_borrowing", "q_borrowing", -1, vec![cpu(2)]),
+                    wl(
+                        "admitted_same_cohort_preemptible",
+                        "q_same_cohort",
+                        -1,
+                        vec![cpu(1)],
+                    ),
+                    wl(
+                        "admitted_borrowing_not_preemptible",
+                        "q_borrowing",
+                        1,
+                        vec![cpu(2)],
+                    ),
+                ],
+                ("q", 0, vec![cpu(3)]),
+                vec![
+                    ("admitted_borrowing", InCohortReclamation),
+                    (
+                        "admitted_same_cohort_preemptible",
+                        InCohortReclaimWhileBorrowing,
+                    ),
+                ],
+            ),
+        ),
+        (
+            [rc(4, 1), vec![q_borrow_lower(), borrowing(), same_cohort()]].concat(),
+            case(
+                "preempt hierarchical candidates and inside CQ",
+                vec![
+                    wl("admitted_borrowing", "q_borrowing", -1, vec![cpu(2)]),
+                    wl("admitted_same_queue_preemptible", "q", -1, vec![cpu(1)]),
+                    wl(
+                        "admitted_borrowing_not_preemptible",
+                        "q_borrowing",
+                        1,
+                        vec![cpu(2)],
+                    ),
+                ],
+                ("q", 0, vec![cpu(3)]),
+                vec![
+                    ("admitted_borrowing", InCohortReclamation),
+                    ("admitted_same_queue_preemptible", InClusterQueue),
+                ],
+            ),
+        ),
+        (
+            [rc(3, 0), vec![q_any(), borrowing(), nominal()]].concat(),
+            case(
+                "reclaim nominal quota from lowest priority workload, excluding non-borrowing",
+                vec![
+                    wl("admitted_borrowing_prio_8", "q_borrowing", 8, vec![cpu(1)]),
+                    wl("admitted_borrowing_prio_9", "q_borrowing", 9, vec![cpu(1)]),
+                    wl("admitted_borrowing_prio_10", "q_borrowing", 9, vec![cpu(1)]),
+                    wl("admitted_nominal", "q_nominal", -2, vec![cpu(2)]),
+                ],
+                ("q", 0, vec![cpu(1)]),
+                vec![("admitted_borrowing_prio_8", InCohortReclamation)],
+            ),
+        ),
+        (
+            vec![
+                co("r", None, 0),
+                co("c", Some("r"), 2),
+                co("c_other", Some("r"), 2),
+                hq("q_other", "c_other", vec![], Any, None),
+                q_any(),
+                same_cohort(),
+            ],
+            case(
+                "infeasible preemption all available workloads in pruned subtrees",
+                vec![
+                    wl("admitted_other_1", "q_other", -10, vec![cpu(1)]),
+                    wl("admitted_other_2", "q_other", -10, vec![cpu(1)]),
+                    wl("admitted_same_cohort", "q_same_cohort", 0, vec![cpu(2)]),
+                ],
+                ("q", 0, vec![cpu(2)]),
+                vec![],
+            ),
+        ),
+        (
+            vec![
+                co("r", None, 3),
+                NodeSpec {
+                    quotas: vec![
+                        quota(cpu(4), None, None),
+                        quota(mem("default", 4), None, None),
+                    ],
+                    ..co("c", Some("r"), 0)
+                },
+                q_any(),
+                borrowing(),
+                same_cohort(),
+            ],
+            case(
+                "hiearchical preemption with multiple resources",
+                vec![
+                    wl(
+                        "admitted_borrowing",
+                        "q_borrowing",
+                        0,
+                        vec![cpu(3), mem("default", 1)],
+                    ),
+                    wl(
+                        "admitted_same_cohort",
+                        "q_same_cohort",
+                        -2,
+                        vec![cpu(1), mem("default", 3)],
+                    ),
+                ],
+                ("q", -2, vec![cpu(2), mem("default", 1)]),
+                vec![("admitted_borrowing", InCohortReclamation)],
+            ),
+        ),
+        (
+            [
+                rc(2, 0),
+                vec![
+                    hq("q", "c", vec![quota(cpu(3), None, Some(2000))], Any, None),
+                    borrowing(),
+                ],
+            ]
+            .concat(),
+            case(
+                "respect lending limits",
+                vec![wl("admitted_borrowing", "q_borrowing", 0, vec![cpu(4)])],
+                ("q", -2, vec![cpu(5)]),
+                vec![("admitted_borrowing", InCohortReclamation)],
+            ),
+        ),
+    ];
+    assert_eq!(cases.len(), 13);
+    for (specs, c) in &cases {
+        let tree = QuotaTree::new(specs.clone()).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let mut want = c.want.clone();
+        want.sort_by_key(|(name, _)| *name);
+        assert_eq!(victims(tree, c), want, "{}", c.name);
     }
 }
 

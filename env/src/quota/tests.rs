@@ -341,6 +341,66 @@ nominal = 1024
     }
 }
 
+#[test]
+fn preemption_policies_are_read_and_bad_ones_refused_naming_line_and_field() {
+    let text = "[[cohort]]\nname = \"org\"\n[[queue]]\nname = \"a\"\ncohort = \"org\"\n\
+                [queue.preemption]\nwithin_cluster_queue = \"LowerOrNewerEqualPriority\"\n\
+                reclaim_within_cohort = \"any\"\nborrow_within_cohort = \"LowerPriority\"\n\
+                max_priority_threshold = 100\n";
+    let tree = parse_quota_toml(text, "q.toml").unwrap();
+    let p = tree.spec(tree.node("a").unwrap()).preemption;
+    assert_eq!(
+        p,
+        Preemption {
+            within_cluster_queue: PreemptionPolicy::LowerOrNewerEqualPriority,
+            reclaim_within_cohort: PreemptionPolicy::Any,
+            borrow_within_cohort: BorrowWithinCohort {
+                lower_priority: true,
+                max_priority_threshold: Some(100),
+            },
+        }
+    );
+    let head = "[[cohort]]\nname = \"org\"\n[[queue]]\nname = \"a\"\ncohort = \"org\"\n\
+                [queue.preemption]\n";
+    let cases = [
+        (
+            "within_cluster_queue = \"Any\"\n",
+            "q.toml:7:24: queue[0].preemption.within_cluster_queue: `Any`: expected Never, \
+             LowerPriority, LowerOrNewerEqualPriority",
+        ),
+        (
+            "reclaim_within_cohort = \"LowerOrNewerEqualPriority\"\n",
+            "q.toml:7:25: queue[0].preemption.reclaim_within_cohort: \
+             `LowerOrNewerEqualPriority`: expected Never, LowerPriority, Any",
+        ),
+        (
+            "borrow_within_cohort = \"LowerPriority\"\n",
+            "q.toml:7:24: queue[0].preemption.borrow_within_cohort: needs \
+             reclaim_within_cohort other than Never",
+        ),
+        (
+            "reclaim_within_cohort = \"Any\"\nmax_priority_threshold = 3\n",
+            "q.toml:8:26: queue[0].preemption.max_priority_threshold: needs \
+             borrow_within_cohort = \"LowerPriority\"",
+        ),
+        (
+            "within = \"Never\"\n",
+            "q.toml:7:1: queue[0].preemption.within: unknown field `within`",
+        ),
+    ];
+    for (body, want) in cases {
+        let text = format!("{head}{body}");
+        let e = parse_quota_toml(&text, "q.toml").unwrap_err().to_string();
+        assert!(e.starts_with(want), "{text}\n got: {e}\nwant: {want}");
+    }
+    let cohort = "[[cohort]]\nname = \"org\"\n[cohort.preemption]\n";
+    let e = parse_quota_toml(cohort, "q.toml").unwrap_err().to_string();
+    assert!(
+        e.starts_with("q.toml:3:1: cohort[0].preemption: only queues have preemption policies"),
+        "{e}"
+    );
+}
+
 /// A random tree: a root cohort, up to three child cohorts, up to six queues, one
 /// flavor-resource, quotas and limits in whole units.
 fn tree_strategy() -> impl Strategy<Value = Vec<NodeSpec>> {

@@ -22,6 +22,7 @@ use std::time::Instant;
 
 mod fork;
 mod future;
+mod quota;
 
 /// Why a run could not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -223,6 +224,8 @@ pub struct Simulator<'t> {
     /// running job holds; `None` without quotas. Parts of decisions it refused.
     admission: Option<Admission>,
     quota_vetoes: u64,
+    /// With quotas: what they did (`QuotaMetrics`), reservations made by preemption.
+    quota_stats: Option<quota::QuotaStats>,
     /// A fork's end (`fork.rs`): nothing at a later time happens, and the time integrals run
     /// exactly to it.
     stop: Option<SimTime>,
@@ -299,6 +302,9 @@ impl<'t> Simulator<'t> {
             .map(|q| load_admission(q, trace, &spec))
             .transpose()
             .map_err(|e| SimError::Quotas(e.to_string()))?;
+        let quota_stats = admission
+            .as_ref()
+            .map(|a| quota::QuotaStats::new(a.tree().node_count()));
         for id in &skip {
             runtime[id.index()].state = JobState::Rejected;
         }
@@ -377,6 +383,7 @@ impl<'t> Simulator<'t> {
             bound_starts: 0,
             admission,
             quota_vetoes: 0,
+            quota_stats,
             stop: None,
             stopped: false,
             ask_without_queue: false,
@@ -482,6 +489,8 @@ impl<'t> Simulator<'t> {
             if woke && (!self.pending.is_empty() || (self.ask_without_queue && self.running > 0)) {
                 return true;
             }
+            // Asked, `apply` takes the quota states after the decision; not asked, here.
+            self.refresh_quota_state();
             self.sample_timeline();
         }
         if let Some(stop) = self.stop {
@@ -497,7 +506,9 @@ impl<'t> Simulator<'t> {
     /// a node it holds for a job waiting past the bound, are refused (`bound_vetoes`), and it
     /// starts such a job itself where it fits (`bound_starts`). Quotas (`SimConfig::quotas`)
     /// sit below it too: a start, share or growth its job's queue cannot admit is refused
-    /// (`quota_vetoes`), the bound's own starts included (those are not counted).
+    /// (`quota_vetoes`), the bound's own starts included (those are not counted). Last, the
+    /// jobs the quota blocks preempt as Kueue does where their queue's policies allow
+    /// (`quota.rs`).
     pub fn apply(&mut self, decision: &Decision) {
         self.decisions += 1;
         self.recently_finished.clear();
@@ -513,7 +524,7 @@ impl<'t> Simulator<'t> {
                 self.rejected += 1;
             }
         }
-        let held = self.reservations();
+        let mut held = self.reservations();
         for id in &held.preempt {
             // Room for a starving job (`held.starts`): a preemption like a policy's.
             if !self.preempt(*id) {
@@ -558,7 +569,7 @@ impl<'t> Simulator<'t> {
                 self.guard.started(p.job, self.protection());
             }
         }
-        for (job, tasks) in held.starts {
+        for (job, tasks) in std::mem::take(&mut held.starts) {
             if self.runtime[job.index()].state == JobState::Pending
                 && self.quota_admits(job, &tasks)
                 && self.start(job, tasks)
@@ -567,6 +578,8 @@ impl<'t> Simulator<'t> {
                 self.bound_starts += 1;
             }
         }
+        self.quota_preempt(&held);
+        self.refresh_quota_state();
         self.sample_timeline();
     }
 
@@ -667,6 +680,7 @@ impl<'t> Simulator<'t> {
         }
         self.pending.insert(id);
         self.waiting.insert((self.waiting_key(id), id));
+        self.quota_enqueued(id);
     }
 
     fn next_time(&mut self) -> Option<SimTime> {
@@ -902,6 +916,7 @@ impl<'t> Simulator<'t> {
             self.pending.remove(&id);
             self.pending_gpu_milli -= self.trace.jobs()[id.index()].gpu_milli_total();
             self.running += 1;
+            self.quota_started(id);
         }
         let rt = &mut self.runtime[id.index()];
         rt.state = JobState::Running;
@@ -1153,6 +1168,9 @@ impl<'t> Simulator<'t> {
             self.acc.queue_ms += self.pending.len() as f64 * dt;
             self.acc.system_ms += (self.pending.len() as f64 + self.running as f64) * dt;
             self.acc.measured_ms += dt;
+            if let Some(stats) = self.quota_stats.as_mut() {
+                stats.integrate(dt);
+            }
         }
         self.acc.last = self.acc.last.max(t);
     }
@@ -1274,6 +1292,7 @@ impl<'t> Simulator<'t> {
             bound_starts: self.bound_starts,
             quotas: self.admission.as_ref().map(|a| a.label().to_string()),
             quota_vetoes: self.quota_vetoes,
+            quota_metrics: self.quota_metrics(&records),
             events: self.events,
             wall_s,
             effective_throughput: hetero.map(|h| h.0),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// Starts every pending job wherever it fits, first fit, quotas or not: the simulator's
 /// admission alone must hold the line.
-struct StartEverything;
+pub(super) struct StartEverything;
 
 impl Policy for StartEverything {
     fn name(&self) -> &str {
@@ -78,7 +78,7 @@ fn quota_file(name: &str, a_gpus: u32, a_borrow: Option<u32>) -> String {
 }
 
 /// `(tenant 0 = a / 1 = b, submit s, GPUs, duration s)` as a trace.
-fn trace(jobs: &[(u32, u64, u32, u64)]) -> Trace {
+pub(super) fn trace(jobs: &[(u32, u64, u32, u64)]) -> Trace {
     let (specs, durs): (Vec<JobSpec>, Vec<SimTime>) = jobs
         .iter()
         .enumerate()

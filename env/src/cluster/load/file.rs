@@ -299,7 +299,8 @@ pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// Best-effort field path at byte `offset` for TOML's own errors: the table the offset is in
-/// (`nodes[2]`, counting `[[nodes]]` headers) and the key on its line, e.g. `nodes[2].gpus`.
+/// (`nodes[2]`, counting `[[nodes]]` headers; `queue[1].preemption` for a table below the
+/// last `[[queue]]`) and the key on its line, e.g. `nodes[2].gpus`.
 pub(crate) fn field_at(text: &str, offset: usize) -> String {
     let (line_no, _) = line_column(text, offset);
     let mut table = String::new();
@@ -321,7 +322,13 @@ pub(crate) fn field_at(text: &str, offset: usize) -> String {
             };
             table = format!("{name}[{index}]");
         } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.split_once(']')) {
-            table = name.0.trim().to_string();
+            let name = name.0.trim();
+            // A sub-table of the last entry of an array of tables: `queue[1].preemption`.
+            let parent = arrays.iter().find_map(|(n, count)| {
+                let rest = name.strip_prefix(n.as_str())?.strip_prefix('.')?;
+                Some(format!("{n}[{}].{rest}", count - 1))
+            });
+            table = parent.unwrap_or_else(|| name.to_string());
         } else if i + 1 == line_no {
             key = line
                 .split_once('=')

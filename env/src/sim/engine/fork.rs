@@ -224,6 +224,7 @@ impl Simulator<'_> {
             bound_starts: self.bound_starts,
             admission: self.admission.clone(),
             quota_vetoes: self.quota_vetoes,
+            quota_stats: self.quota_stats.clone(),
             stop: horizon.map(|h| now.saturating_add(h)),
             stopped: false,
             ask_without_queue: self.ask_without_queue,
