@@ -326,6 +326,16 @@ pub fn run(args: &Args) -> Result<()> {
             outln!("outputs: {}", dir.display());
         }
     }
+    // Never silently dropped: each job whose dependency can never be satisfied, as Slurm's
+    // squeue reports it (on stderr under --json, whose stdout is the summary alone).
+    for (name, dep) in &result.never_satisfied {
+        let line = format!("job {name}: DependencyNeverSatisfied ({dep})");
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            outln!("{line}");
+        }
+    }
     Ok(())
 }
 
@@ -436,6 +446,24 @@ pub fn summary_table(s: &Summary) -> String {
     if let Some(q) = &s.quotas {
         let refused = format!("{q} ({} starts refused)", s.quota_vetoes);
         rows.push(("quotas", refused));
+    }
+    if let Some(p) = &s.pipelines {
+        rows.push((
+            "pipelines",
+            format!(
+                "{} ({} completed, {} jobs never satisfied)",
+                p.pipelines, p.completed, s.dependency_never_satisfied
+            ),
+        ));
+        rows.push((
+            "pipeline time avg",
+            format!(
+                "{} (critical-path slowdown {:.2}, ready stages waited {:.1} %)",
+                h(p.avg_completion_s),
+                p.avg_critical_path_slowdown,
+                100.0 * p.ready_wait_share
+            ),
+        ));
     }
     rows.push(("events", format!("{} in {:.4} s wall", s.events, s.wall_s)));
     rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect()
