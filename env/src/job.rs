@@ -550,15 +550,31 @@ impl Trace {
                 ..j.clone()
             })
             .collect();
+        self.rebuilt(jobs, self.durations.clone())
+            .expect("remapping submit times keeps a trace valid")
+    }
+    /// The same jobs (same order and names) with specs and true durations changed, e.g.
+    /// workload types assigned or run times respread: dependencies and outcomes kept.
+    pub fn rebuilt(
+        &self,
+        jobs: Vec<JobSpec>,
+        durations: Vec<SimTime>,
+    ) -> Result<Trace, TraceError> {
+        if jobs.len() != self.jobs.len() {
+            return Err(TraceError::DepsMismatch {
+                jobs: jobs.len(),
+                deps: self.jobs.len(),
+            });
+        }
         Trace::with_deps(
             self.name.clone(),
             jobs,
-            self.durations.clone(),
+            durations,
             self.tenants.clone(),
             self.deps_kept(&vec![true; self.jobs.len()]),
         )
-        .expect("remapping submit times keeps a trace valid")
     }
+
     /// First and last submit time (`None` for an empty trace).
     pub fn submit_range(&self) -> Option<(SimTime, SimTime)> {
         Some((self.jobs.first()?.submit, self.jobs.last()?.submit))

@@ -117,10 +117,12 @@ impl Simulator<'_> {
             if !self.hidden[id.index()].held {
                 continue;
             }
+            // Only jobs with a dependency are held (a fork on a future's trace, which has
+            // none, wakes none of them).
             let trace = self.trace;
-            let dep = trace
-                .dependency(id)
-                .expect("only jobs with a dependency are held");
+            let Some(dep) = trace.dependency(id) else {
+                continue;
+            };
             let state = dep.state(
                 self.now,
                 |p| self.parent_state(*p),
