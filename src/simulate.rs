@@ -451,7 +451,7 @@ pub fn summary_table(s: &Summary) -> String {
         rows.push((
             "pipelines",
             format!(
-                "{} ({} completed, {} jobs never satisfied)",
+                "{} ({} completed; never satisfied: {} job(s))",
                 p.pipelines, p.completed, s.dependency_never_satisfied
             ),
         ));
