@@ -781,13 +781,13 @@ impl<'t> Simulator<'t> {
                 && !self.hidden[job.id.index()].held
                 && self.hidden[job.id.index()].never.is_none()
             {
-                if self.hold_on_arrival(job.id) {
-                    woke |= !self.hidden[job.id.index()].held
-                        && self.hidden[job.id.index()].never.is_none();
-                } else {
-                    self.runtime[job.id.index()].state = JobState::Pending;
-                    self.enqueue(job.id);
-                    woke = true;
+                match self.hold_on_arrival(job.id) {
+                    Some(released) => woke |= released,
+                    None => {
+                        self.runtime[job.id.index()].state = JobState::Pending;
+                        self.enqueue(job.id);
+                        woke = true;
+                    }
                 }
             }
         }

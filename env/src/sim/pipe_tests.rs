@@ -261,3 +261,107 @@ fn missing_parents_ambiguous_names_and_cycles_are_refused_naming_the_job() {
     let e = refuse(&[("a", "afterok:b"), ("b", "afterany:a")]);
     assert!(e.contains("form a cycle") && e.contains("a -> b"), "{e}");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A random pipeline trace: job `i` lists up to two of the jobs before it in input order
+    /// (so no cycle) with a random kind, random submits (so the trace reorders), random
+    /// failures, 1-4 GPUs each (every job fits the 4-GPU node alone).
+    fn pipelines() -> impl Strategy<Value = Vec<(u64, u64, u32, Vec<(usize, u8)>, bool)>> {
+        prop::collection::vec(
+            (
+                0u64..300,
+                1u64..200,
+                1u32..=4,
+                prop::collection::vec((0usize..64, 0u8..5), 0..3),
+                prop::bool::weighted(0.3),
+            ),
+            1..14,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96),
+            ..ProptestConfig::default()
+        })]
+
+        /// Every job runs once or is reported never satisfied, none starts before its
+        /// dependency holds, and waits count from readiness.
+        #[test]
+        fn no_job_starts_before_its_dependency_and_none_is_dropped(rows in pipelines()) {
+            let kinds = ["afterok", "afterany", "afternotok", "after", "after+1"];
+            let mut listed: Vec<Vec<(usize, &str)>> = Vec::new();
+            let mut jobs = Vec::new();
+            let mut durations = Vec::new();
+            let mut deps = Vec::new();
+            for (i, (submit, secs, gpus, parents, fails)) in rows.iter().enumerate() {
+                let mut terms: Vec<(usize, &str)> = Vec::new();
+                if i > 0 {
+                    for (p, k) in parents {
+                        let p = p % i;
+                        if !terms.iter().any(|(q, _)| *q == p) {
+                            terms.push((p, kinds[*k as usize]));
+                        }
+                    }
+                }
+                let text: Vec<String> = terms
+                    .iter()
+                    .map(|(p, k)| match k.split_once('+') {
+                        Some((k, min)) => format!("{k}:j{p}+{min}"),
+                        None => format!("{k}:j{p}"),
+                    })
+                    .collect();
+                jobs.push(job(&format!("j{i}"), *submit, TaskRequest::whole(*gpus, 0, 0)));
+                durations.push(SimTime::from_secs(*secs));
+                deps.push(JobDeps {
+                    depends_on: Dependency::parse_slurm(&text.join(",")).unwrap(),
+                    fails: *fails,
+                });
+                listed.push(terms);
+            }
+            let t = Trace::with_deps("p", jobs, durations, vec!["t".into()], deps).unwrap();
+            let r = run(&t);
+            let rec = |i: usize| record(&r, &format!("j{i}"));
+            prop_assert_eq!(r.jobs.len(), rows.len());
+            for (i, terms) in listed.iter().enumerate() {
+                let me = rec(i);
+                // Ran (exactly once: a finish) or reported, never both, never neither.
+                prop_assert!(me.finish.is_some() != me.never_satisfied, "j{}: {:?}", i, me);
+                let Some(start) = me.first_start else { continue };
+                let ready = me.ready.unwrap_or(me.submit);
+                prop_assert!(me.submit <= ready && ready <= start);
+                for (p, kind) in terms {
+                    let parent = rec(*p);
+                    let ok = !rows[*p].4;
+                    match *kind {
+                        "after" => prop_assert!(
+                            parent.never_satisfied || parent.first_start.is_some_and(|s| s <= start)
+                        ),
+                        "after+1" => prop_assert!(
+                            parent.never_satisfied
+                                || parent
+                                    .first_start
+                                    .is_some_and(|s| s.saturating_add(SimTime::from_secs(60)) <= start)
+                        ),
+                        _ => {
+                            let ended = parent.finish.is_some_and(|f| f <= start);
+                            prop_assert!(ended || parent.never_satisfied, "j{} {} j{}", i, kind, p);
+                            match *kind {
+                                "afterok" => prop_assert!(ended && ok),
+                                "afternotok" => prop_assert!(parent.never_satisfied || !ok),
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(
+                r.summary.dependency_never_satisfied as usize,
+                r.jobs.iter().filter(|j| j.never_satisfied).count()
+            );
+        }
+    }
+}

@@ -64,15 +64,13 @@ impl Graph {
 }
 
 impl Simulator<'_> {
-    /// A job arrives: pending at once without a dependency (`false`: not held); else held
-    /// until its dependency is satisfied (`true`), which may be now.
-    pub(super) fn hold_on_arrival(&mut self, id: JobId) -> bool {
-        if self.trace.dependency(id).is_none() {
-            return false;
-        }
+    /// A job arrives: `None` without a dependency (it is pending at once); else it is held
+    /// until its dependency is satisfied, which may be now: `Some(true)` when it or a job
+    /// its settling released became pending.
+    pub(super) fn hold_on_arrival(&mut self, id: JobId) -> Option<bool> {
+        self.trace.dependency(id)?;
         self.hidden[id.index()].held = true;
-        self.settle_held(id);
-        true
+        Some(self.settle_held(id))
     }
 
     /// What `id`'s dependents know of it now.
@@ -153,12 +151,14 @@ impl Simulator<'_> {
                     let wakes: Vec<SimTime> = dep
                         .delays()
                         .filter(|(_, delay)| *delay > SimTime::ZERO)
+                        // From its start, or its cancellation when it never started
+                        // (as `crate::deps` counts `after`).
                         .filter_map(|(p, delay)| match self.parent_state(*p) {
                             ParentState::Started { at } => Some(at.saturating_add(delay)),
-                            ParentState::Ended {
-                                started: Some(at), ..
-                            } => Some(at.saturating_add(delay)),
-                            _ => None,
+                            ParentState::Ended { started, at, .. } => {
+                                Some(started.unwrap_or(at).saturating_add(delay))
+                            }
+                            ParentState::NotStarted => None,
                         })
                         .filter(|at| *at > self.now)
                         .collect();
