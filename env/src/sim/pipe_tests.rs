@@ -266,10 +266,13 @@ mod properties {
     use super::*;
     use proptest::prelude::*;
 
+    /// (submit s, duration s, GPUs, (parent, kind) pairs, fails).
+    type RandomJob = (u64, u64, u32, Vec<(usize, u8)>, bool);
+
     /// A random pipeline trace: job `i` lists up to two of the jobs before it in input order
     /// (so no cycle) with a random kind, random submits (so the trace reorders), random
     /// failures, 1-4 GPUs each (every job fits the 4-GPU node alone).
-    fn pipelines() -> impl Strategy<Value = Vec<(u64, u64, u32, Vec<(usize, u8)>, bool)>> {
+    fn pipelines() -> impl Strategy<Value = Vec<RandomJob>> {
         prop::collection::vec(
             (
                 0u64..300,
