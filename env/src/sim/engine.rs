@@ -137,8 +137,6 @@ struct Hidden {
     wait_allowance: SimTime,
     /// Arrived, but its dependency is not yet satisfied (`pipes.rs`): not pending.
     held: bool,
-    /// When its dependency was satisfied (a job with one only): its wait counts from then.
-    ready: Option<SimTime>,
     /// When its dependency was found never satisfiable.
     never: Option<SimTime>,
 }
@@ -668,11 +666,8 @@ impl<'t> Simulator<'t> {
     /// a job with one), or its last preemption.
     fn waiting_since(&self, id: JobId) -> SimTime {
         let rt = &self.runtime[id.index()];
-        rt.last_stop.unwrap_or_else(|| {
-            self.hidden[id.index()]
-                .ready
-                .unwrap_or(self.trace.jobs()[id.index()].submit)
-        })
+        rt.last_stop
+            .unwrap_or_else(|| rt.pending_since(&self.trace.jobs()[id.index()]))
     }
 
     /// When pending `id`'s wait counts toward the starvation bound: when it began to wait,
@@ -1247,7 +1242,7 @@ impl<'t> Simulator<'t> {
                 gpus: j.gpus_total(),
                 tenant: self.trace.tenant_name(j.tenant).to_string(),
                 measured: j.submit >= self.measure_start,
-                ready: h.ready,
+                ready: rt.ready,
                 never_satisfied: h.never.is_some(),
             })
             .collect();
@@ -1261,7 +1256,7 @@ impl<'t> Simulator<'t> {
                 .map(|((j, rt), h)| StageTimes {
                     ready: match self.trace.dependency(j.id) {
                         None if rt.state != JobState::Rejected => Some(j.submit),
-                        _ => h.ready,
+                        _ => rt.ready,
                     },
                     first_start: rt.first_start,
                     finish: h.finish,

@@ -368,3 +368,52 @@ mod properties {
         }
     }
 }
+
+/// Records what the policy sees of each pending job at each decision, then decides as FIFO.
+struct Watch {
+    fifo: Box<dyn crate::policy::Policy>,
+    /// (job, now, waited), seconds.
+    seen: Vec<(String, u64, u64)>,
+}
+
+impl crate::policy::Policy for Watch {
+    fn name(&self) -> &str {
+        "watch"
+    }
+    fn decide(
+        &mut self,
+        ctx: &crate::policy::DecisionContext<'_>,
+    ) -> Result<crate::policy::Decision, crate::policy::PolicyError> {
+        for p in ctx.pending() {
+            let secs = |t: SimTime| t.ms() / 1000;
+            self.seen
+                .push((p.spec.name.clone(), secs(ctx.now()), secs(p.waited)));
+        }
+        self.fifo.decide(ctx)
+    }
+}
+
+#[test]
+fn policies_never_see_a_held_job_and_see_its_wait_from_readiness() {
+    // As `a_ready_stage_that_queues...`: b is held 0..10, then pending 10..51.
+    let t = pipeline(&[
+        ("a", 0, 10, 1, "", false),
+        ("blocker", 1, 50, 3, "", false),
+        ("b", 0, 10, 2, "afterok:a", false),
+    ]);
+    let cfg = SimConfig::default();
+    let mut watch = Watch {
+        fifo: build_policy("fifo/first-fit", cfg.seed).unwrap(),
+        seen: Vec::new(),
+    };
+    Simulator::new(&t, Arc::new(uniform(1, 4, "V100", 1000, 1000)), &cfg)
+        .unwrap()
+        .run(&mut watch, &mut |_| {});
+    let b: Vec<(u64, u64)> = watch
+        .seen
+        .iter()
+        .filter(|(name, ..)| name == "b")
+        .map(|(_, now, waited)| (*now, *waited))
+        .collect();
+    assert_eq!(b, [(10, 0), (51, 41)]);
+}

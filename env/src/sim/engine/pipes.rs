@@ -133,10 +133,10 @@ impl Simulator<'_> {
             );
             match state {
                 DepState::Satisfied => {
-                    let h = &mut self.hidden[id.index()];
-                    h.held = false;
-                    h.ready = Some(self.now);
-                    self.runtime[id.index()].state = JobState::Pending;
+                    self.hidden[id.index()].held = false;
+                    let rt = &mut self.runtime[id.index()];
+                    rt.state = JobState::Pending;
+                    rt.ready = Some(self.now);
                     self.enqueue(id);
                     became_pending = true;
                 }
