@@ -326,6 +326,16 @@ pub fn run(args: &Args) -> Result<()> {
             outln!("outputs: {}", dir.display());
         }
     }
+    // Never silently dropped: each job whose dependency can never be satisfied, as Slurm's
+    // squeue reports it (on stderr under --json, whose stdout is the summary alone).
+    for (name, dep) in &result.never_satisfied {
+        let line = format!("job {name}: DependencyNeverSatisfied ({dep})");
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            outln!("{line}");
+        }
+    }
     Ok(())
 }
 
@@ -474,6 +484,24 @@ pub fn summary_table(s: &Summary) -> String {
             let more = m.queues.len() - SHOWN_QUEUES;
             queues.push(("  ...".into(), format!("{more} more queues in --json")));
         }
+    }
+    if let Some(p) = &s.pipelines {
+        rows.push((
+            "pipelines",
+            format!(
+                "{} ({} completed; never satisfied: {} job(s))",
+                p.pipelines, p.completed, s.dependency_never_satisfied
+            ),
+        ));
+        rows.push((
+            "pipeline time avg",
+            format!(
+                "{} (critical-path slowdown {:.2}, ready stages waited {:.1} %)",
+                h(p.avg_completion_s),
+                p.avg_critical_path_slowdown,
+                100.0 * p.ready_wait_share
+            ),
+        ));
     }
     let events = ("events", format!("{} in {:.4} s wall", s.events, s.wall_s));
     let line = |k: &str, v: &str| format!("{k:<18} {v}\n");

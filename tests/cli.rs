@@ -296,6 +296,73 @@ fn malformed_trace_names_file_line_and_field() {
     assert_mentions(&stderr, &[path, "line 5", "duration_s"]);
 }
 
+/// The bundled pipelines (`traces/README.md`) on two 8-GPU nodes.
+const PIPELINE: &str = "traces/pipeline.csv";
+
+#[test]
+fn simulate_runs_pipelines_and_lists_jobs_never_satisfied() {
+    let args = [
+        "simulate",
+        "--trace",
+        PIPELINE,
+        "--cluster",
+        "2x8:V100",
+        "--policy",
+        "fifo/best-fit",
+    ];
+    let out = stdout_of(&args);
+    assert!(
+        out.contains("job alert: DependencyNeverSatisfied (afternotok:eval)"),
+        "{out}"
+    );
+    assert!(out.contains("pipelines "), "{out}");
+    let s = stdout_json(&[&args[..], &["--json"]].concat());
+    // 13 jobs: `alert` never runs (eval succeeds), the other 12 finish; the ETL pipeline
+    // takes its retry branch.
+    assert_eq!((count(&s, "jobs"), count(&s, "finished")), (13, 12));
+    assert_eq!(count(&s, "dependency_never_satisfied"), 1);
+    let p = &s["pipelines"];
+    assert_eq!((count(p, "pipelines"), count(p, "completed")), (2, 2));
+    assert!(
+        p["avg_critical_path_slowdown"].as_f64().unwrap() >= 1.0,
+        "{p}"
+    );
+    // jobs.csv tells when each job became ready.
+    let tmp = TempDir::new("pipeline-out");
+    stdout_of(&[&args[..], &["--out", tmp.str(), "--quiet"]].concat());
+    let jobs = fs::read_to_string(tmp.path().join("jobs.csv")).unwrap();
+    assert!(
+        jobs.lines()
+            .next()
+            .unwrap()
+            .ends_with(",ready_s,never_satisfied")
+    );
+    assert!(
+        jobs.lines()
+            .any(|l| l.starts_with("alert,") && l.ends_with(",,true"))
+    );
+}
+
+#[test]
+fn a_bad_depends_on_names_file_and_line() {
+    let tmp = TempDir::new("bad-depends-on");
+    let path = tmp.path().join("bad.csv");
+    let text = fs::read_to_string(PIPELINE)
+        .unwrap()
+        .replace("afterok:trial-1:trial-2:trial-3", "afterok:trial-1:trial-9");
+    fs::write(&path, text).unwrap();
+    let path = path.to_str().unwrap();
+    let stderr = fails(&["simulate", "--trace", path, "--cluster", "2x8:V100"]);
+    // Line 8 is `eval` (version, tenants and header first).
+    assert_mentions(
+        &stderr,
+        &[
+            &format!("{path} line 8, field depends_on"),
+            "job eval: depends on trial-9, which is not in the trace",
+        ],
+    );
+}
+
 #[test]
 fn unknown_cluster_preset_is_reported() {
     let stderr = fails(&["simulate", "--trace", TINY, "--cluster", "no-such-preset"]);

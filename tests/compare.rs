@@ -432,6 +432,58 @@ fn a_typed_comparison_shows_effective_throughput_and_fastest_model_share() {
     }
 }
 
+/// A trace with dependencies adds the pipeline metrics to every part of the report; other
+/// traces' reports are unchanged (the golden comparison above).
+#[test]
+fn a_comparison_on_pipelines_reports_their_completion_and_critical_path() {
+    let out = out_dir("compare_pipelines");
+    let run = lachesis(&[
+        "compare",
+        "--trace",
+        "traces/pipeline.csv",
+        "--cluster",
+        "1x8:V100",
+        "--policies",
+        "fifo/best-fit,sjf/best-fit",
+        "--windows",
+        "0",
+        "--load",
+        "none",
+        "--resamples",
+        "100",
+        "--out",
+        out.to_str().expect("a UTF-8 temp path"),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md");
+    for row in [
+        "avg pipeline completion (s)",
+        "critical-path slowdown",
+        "ready stages' wait share",
+    ] {
+        assert!(
+            stdout.contains(row) || stdout.contains("left out"),
+            "no {row} in:\n{stdout}"
+        );
+        assert!(md.contains(row), "no {row} in:\n{md}");
+    }
+    let csv = fs::read_to_string(out.join("runs.csv")).expect("runs.csv");
+    assert!(
+        csv.lines().next().is_some_and(|h| h.ends_with(
+            ",avg_pipeline_completion_s,avg_critical_path_slowdown,ready_wait_share,\
+             dependency_never_satisfied"
+        )),
+        "{csv}"
+    );
+    // `alert` never runs under either policy.
+    assert!(csv.lines().skip(1).all(|l| l.ends_with(",1")), "{csv}");
+}
+
 /// The terminal table leaves out metrics no policy differs on (the lower bound, which the jobs
 /// fix, on every unit) and says so in one line; the report keeps them. `-q` prints only the
 /// verdict lines and where the report is. An unknown name in `--policies` is refused before

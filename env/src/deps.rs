@@ -183,6 +183,44 @@ impl Dependency<String> {
 }
 
 impl<J> Dependency<J> {
+    /// A dependency that is never satisfied: an empty `?` list (no term may satisfy it).
+    /// What is left of one whose jobs, cut from a trace, settled it for good
+    /// ([`Dependency::settle`]); it has no text in Slurm's syntax.
+    pub fn never() -> Dependency<J> {
+        Dependency {
+            terms: Vec::new(),
+            any: true,
+        }
+    }
+
+    /// Whether this is [`Dependency::never`].
+    pub fn is_never(&self) -> bool {
+        self.any && self.terms.is_empty()
+    }
+
+    /// Whether a term is `singleton`.
+    pub fn has_singleton(&self) -> bool {
+        self.terms.iter().any(|t| matches!(t, Term::Singleton))
+    }
+
+    /// Each listed job with the delay after its start that an `after` term adds (zero for
+    /// the other kinds).
+    pub fn delays(&self) -> impl Iterator<Item = (&J, SimTime)> {
+        self.terms.iter().flat_map(|t| match t {
+            Term::Jobs {
+                kind: DepKind::After,
+                parents,
+            } => parents
+                .iter()
+                .map(|p| (&p.job, p.delay))
+                .collect::<Vec<_>>(),
+            Term::Jobs { parents, .. } => parents.iter().map(|p| (&p.job, SimTime::ZERO)).collect(),
+            Term::Singleton => Vec::new(),
+        })
+    }
+}
+
+impl<J> Dependency<J> {
     /// The same dependency over other job names (`map` fails on a job it cannot resolve).
     pub fn try_map<K, E>(
         &self,
@@ -210,6 +248,12 @@ impl<J> Dependency<J> {
             terms,
             any: self.any,
         })
+    }
+
+    /// The same dependency over other job names, `map` naming each.
+    pub fn map<K>(&self, mut map: impl FnMut(&J) -> K) -> Dependency<K> {
+        self.try_map(|j| Ok::<K, std::convert::Infallible>(map(j)))
+            .unwrap_or_else(|never| match never {})
     }
 
     /// Every job listed (singleton lists none).
@@ -245,6 +289,69 @@ impl<J> Dependency<J> {
             any(&mut states)
         } else {
             all(states)
+        }
+    }
+}
+
+/// What is left of a dependency once some of its jobs are settled for good ([`Dependency::settle`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled<J> {
+    /// Nothing is left to wait for.
+    Satisfied,
+    /// It can never be satisfied.
+    Never,
+    /// Still waits on the jobs `settle` did not know (every settled job taken out).
+    Waiting(Dependency<J>),
+}
+
+impl<J: Clone> Dependency<J> {
+    /// Settles the listed jobs for which `ended` answers `Some(ok)`: jobs that ended long
+    /// ago (successfully when `ok`), as a job cut from a trace window before the window
+    /// began did. A settled job that satisfies its term is dropped from it; one that never
+    /// can makes its term never satisfied; lists are then simplified as
+    /// [`Dependency::state`] combines them. `singleton` terms are kept as they are.
+    pub fn settle(&self, mut ended: impl FnMut(&J) -> Option<bool>) -> Settled<J> {
+        let mut terms = Vec::new();
+        let mut never = 0;
+        for t in &self.terms {
+            let Term::Jobs { kind, parents } = t else {
+                terms.push(t.clone());
+                continue;
+            };
+            let mut left = Vec::new();
+            let mut state = DepState::Satisfied;
+            for p in parents {
+                let Some(ok) = ended(&p.job) else {
+                    left.push(p.clone());
+                    continue;
+                };
+                let gone = ParentState::Ended {
+                    started: Some(SimTime::ZERO),
+                    at: SimTime::ZERO,
+                    ok,
+                };
+                if one(*kind, p.delay, gone, SimTime::MAX) == DepState::Never {
+                    state = DepState::Never;
+                }
+            }
+            match (state, left.is_empty()) {
+                (DepState::Never, _) => never += 1,
+                (_, true) if self.any => return Settled::Satisfied,
+                (_, true) => {}
+                (_, false) => terms.push(Term::Jobs {
+                    kind: *kind,
+                    parents: left,
+                }),
+            }
+        }
+        match (self.any, never > 0, terms.is_empty()) {
+            (false, true, _) => Settled::Never,
+            (false, false, true) => Settled::Satisfied,
+            (true, _, true) => Settled::Never,
+            _ => Settled::Waiting(Dependency {
+                terms,
+                any: self.any,
+            }),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! `DecisionContext`.
 
 use crate::constraint::Constraints;
+use crate::deps::{Dependency, GraphError, Settled};
 use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -285,6 +286,27 @@ pub enum TraceError {
     },
     #[error("{jobs} jobs but {durations} durations")]
     LengthMismatch { jobs: usize, durations: usize },
+    #[error("{jobs} jobs but {deps} dependency entries")]
+    DepsMismatch { jobs: usize, deps: usize },
+    /// A dependency names a job the trace lacks, or one whose name several jobs share.
+    #[error("job {name}: depends on {parent}, {problem}")]
+    UnknownParent {
+        name: String,
+        parent: String,
+        problem: String,
+    },
+    #[error(transparent)]
+    Cycle(#[from] GraphError),
+}
+
+/// What a job of a pipeline adds to its spec, as a trace reader gives it: the jobs it waits
+/// for, named by their [`JobSpec::name`], and whether it ends successfully (`fails`: with a
+/// non-zero exit code, which `afterok` and `afternotok` tell apart). Whether it fails is
+/// hidden from policies, like its duration. The default waits for nobody and succeeds.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobDeps {
+    pub depends_on: Option<Dependency<String>>,
+    pub fails: bool,
 }
 
 /// A replayable trace: job specs in submit order, with their true durations kept apart.
@@ -295,6 +317,12 @@ pub struct Trace {
     jobs: Vec<JobSpec>,
     durations: Vec<SimTime>,
     tenants: Vec<String>,
+    /// Each job's dependency over this trace's job ids (`crate::deps`); empty when no job has
+    /// one, so that traces without pipelines cost nothing.
+    deps: Vec<Option<Dependency<JobId>>>,
+    /// Which jobs end in failure (non-zero exit); empty when none does. Hidden like
+    /// `durations`.
+    fails: Vec<bool>,
 }
 
 impl Trace {
@@ -306,10 +334,30 @@ impl Trace {
         durations: Vec<SimTime>,
         tenants: Vec<String>,
     ) -> Result<Trace, TraceError> {
+        Trace::with_deps(name, jobs, durations, tenants, Vec::new())
+    }
+
+    /// Like [`Trace::new`], with each job's dependency and outcome (`deps`, same order as
+    /// `jobs`; empty: no job depends on another and every job succeeds). A dependency names
+    /// other jobs by [`JobSpec::name`]: a name no job has, or several jobs share, is refused
+    /// naming the job, as are dependencies that form a cycle.
+    pub fn with_deps(
+        name: impl Into<String>,
+        jobs: Vec<JobSpec>,
+        durations: Vec<SimTime>,
+        tenants: Vec<String>,
+        deps: Vec<JobDeps>,
+    ) -> Result<Trace, TraceError> {
         if jobs.len() != durations.len() {
             return Err(TraceError::LengthMismatch {
                 jobs: jobs.len(),
                 durations: durations.len(),
+            });
+        }
+        if !deps.is_empty() && deps.len() != jobs.len() {
+            return Err(TraceError::DepsMismatch {
+                jobs: jobs.len(),
+                deps: deps.len(),
             });
         }
         for (row, job) in jobs.iter().enumerate() {
@@ -337,21 +385,42 @@ impl Trace {
             }
         }
         // Traces usually come sorted: then no reordering (and no copy) is needed.
-        let (mut jobs, durations) = if jobs.is_sorted_by_key(|j| j.submit) {
-            (jobs, durations)
+        let (mut jobs, durations, deps) = if jobs.is_sorted_by_key(|j| j.submit) {
+            (jobs, durations, deps)
         } else {
-            let mut pairs: Vec<(JobSpec, SimTime)> = jobs.into_iter().zip(durations).collect();
-            pairs.sort_by_key(|(j, _)| j.submit);
-            pairs.into_iter().unzip()
+            let mut order: Vec<usize> = (0..jobs.len()).collect();
+            order.sort_by_key(|&i| jobs[i].submit);
+            let mut slots: Vec<Option<(JobSpec, SimTime)>> =
+                jobs.into_iter().zip(durations).map(Some).collect();
+            let mut dep_slots: Vec<Option<JobDeps>> = deps.into_iter().map(Some).collect();
+            let (mut jobs, mut durations) = (Vec::new(), Vec::new());
+            let mut deps = Vec::with_capacity(dep_slots.len());
+            for i in order {
+                let (j, d) = slots[i].take().expect("a permutation takes each job once");
+                jobs.push(j);
+                durations.push(d);
+                if let Some(slot) = dep_slots.get_mut(i) {
+                    deps.push(slot.take().expect("a permutation takes each job once"));
+                }
+            }
+            (jobs, durations, deps)
         };
         for (i, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(u32::try_from(i).expect("a trace holds fewer than 2^32 jobs"));
         }
+        let fails = if deps.iter().any(|d| d.fails) {
+            deps.iter().map(|d| d.fails).collect()
+        } else {
+            Vec::new()
+        };
+        let deps = resolve_deps(&jobs, deps)?;
         Ok(Trace {
             name: name.into(),
             jobs,
             durations,
             tenants,
+            deps,
+            fails,
         })
     }
 
@@ -378,6 +447,80 @@ impl Trace {
     pub fn true_durations(&self) -> &[SimTime] {
         &self.durations
     }
+    /// The jobs `id` waits for before it may be pending (`crate::deps`), over this trace's
+    /// ids. Policies may know it: a user submitted it.
+    pub fn dependency(&self, id: JobId) -> Option<&Dependency<JobId>> {
+        self.deps.get(id.index())?.as_ref()
+    }
+
+    /// `id`'s dependency in Slurm's syntax over job names.
+    pub fn dependency_text(&self, id: JobId) -> Option<String> {
+        let d = self.dependency(id)?;
+        Some(d.map(|p| self.jobs[p.index()].name.as_str()).to_string())
+    }
+
+    /// Whether some job depends on others (a trace of pipelines).
+    pub fn has_dependencies(&self) -> bool {
+        self.deps.iter().any(Option::is_some)
+    }
+
+    /// Whether the job ends successfully (exit code 0), which `afterok` and `afternotok`
+    /// read. For the simulator and metrics only, like the true duration.
+    pub fn succeeds(&self, id: JobId) -> bool {
+        !self.fails.get(id.index()).copied().unwrap_or(false)
+    }
+
+    /// Each job's dependency by names and outcome, as [`Trace::with_deps`] takes them,
+    /// keeping only the jobs `keep` marks (by id): a job left out that a kept one waits for
+    /// is settled as having ended before the kept jobs, with its outcome
+    /// ([`Dependency::settle`]), as a replay that starts mid-history would know it. Empty
+    /// when the trace has no dependencies.
+    fn deps_kept(&self, keep: &[bool]) -> Vec<JobDeps> {
+        if self.deps.is_empty() && self.fails.is_empty() {
+            return Vec::new();
+        }
+        let name = |id: &JobId| self.jobs[id.index()].name.clone();
+        self.jobs
+            .iter()
+            .filter(|j| keep[j.id.index()])
+            .map(|j| {
+                let depends_on = self.dependency(j.id).map(|d| {
+                    let settled = d.settle(|p| (!keep[p.index()]).then(|| self.succeeds(*p)));
+                    match settled {
+                        Settled::Satisfied => None,
+                        Settled::Never => Some(Dependency::never()),
+                        Settled::Waiting(left) => Some(left),
+                    }
+                });
+                JobDeps {
+                    depends_on: depends_on.flatten().map(|d| d.map(name)),
+                    fails: !self.succeeds(j.id),
+                }
+            })
+            .collect()
+    }
+
+    /// The jobs `keep` marks, renumbered, tenants kept, dependencies settled as
+    /// [`Trace::deps_kept`] says.
+    fn subset(&self, keep: Vec<bool>) -> Trace {
+        let deps = self.deps_kept(&keep);
+        let (jobs, durations): (Vec<_>, Vec<_>) = self
+            .jobs
+            .iter()
+            .zip(&self.durations)
+            .filter(|(j, _)| keep[j.id.index()])
+            .map(|(j, d)| (j.clone(), *d))
+            .unzip();
+        Trace::with_deps(
+            self.name.clone(),
+            jobs,
+            durations,
+            self.tenants.clone(),
+            deps,
+        )
+        .expect("a subset of a valid trace is valid")
+    }
+
     /// Tenant names, indexed by `TenantId`.
     pub fn tenants(&self) -> &[String] {
         &self.tenants
@@ -385,17 +528,16 @@ impl Trace {
     pub fn tenant_name(&self, id: TenantId) -> &str {
         &self.tenants[id.index()]
     }
-    /// The jobs submitted in `[from, to)` (a trace window), renumbered, tenants kept.
+    /// The jobs submitted in `[from, to)` (a trace window), renumbered, tenants kept. A job
+    /// of the window that waits for one submitted before it waits no more: that job ended
+    /// before the window, with its outcome ([`Trace::deps_kept`]).
     pub fn window(&self, from: SimTime, to: SimTime) -> Trace {
-        let (jobs, durations): (Vec<_>, Vec<_>) = self
-            .jobs
-            .iter()
-            .zip(&self.durations)
-            .filter(|(j, _)| j.submit >= from && j.submit < to)
-            .map(|(j, d)| (j.clone(), *d))
-            .unzip();
-        Trace::new(self.name.clone(), jobs, durations, self.tenants.clone())
-            .expect("a window of a valid trace is valid")
+        self.subset(
+            self.jobs
+                .iter()
+                .map(|j| j.submit >= from && j.submit < to)
+                .collect(),
+        )
     }
     /// The same jobs with submit times remapped by `f` (kept monotone by the caller), e.g. to
     /// compress arrivals to a target load.
@@ -408,14 +550,31 @@ impl Trace {
                 ..j.clone()
             })
             .collect();
-        Trace::new(
+        self.rebuilt(jobs, self.durations.clone())
+            .expect("remapping submit times keeps a trace valid")
+    }
+    /// The same jobs (same order and names) with specs and true durations changed, e.g.
+    /// workload types assigned or run times respread: dependencies and outcomes kept.
+    pub fn rebuilt(
+        &self,
+        jobs: Vec<JobSpec>,
+        durations: Vec<SimTime>,
+    ) -> Result<Trace, TraceError> {
+        if jobs.len() != self.jobs.len() {
+            return Err(TraceError::DepsMismatch {
+                jobs: jobs.len(),
+                deps: self.jobs.len(),
+            });
+        }
+        Trace::with_deps(
             self.name.clone(),
             jobs,
-            self.durations.clone(),
+            durations,
             self.tenants.clone(),
+            self.deps_kept(&vec![true; self.jobs.len()]),
         )
-        .expect("remapping submit times keeps a trace valid")
     }
+
     /// First and last submit time (`None` for an empty trace).
     pub fn submit_range(&self) -> Option<(SimTime, SimTime)> {
         Some((self.jobs.first()?.submit, self.jobs.last()?.submit))
@@ -454,18 +613,52 @@ impl Trace {
         }
     }
 
-    /// Keeps only the jobs for which `keep` is true (renumbered).
+    /// Keeps only the jobs for which `keep` is true (renumbered); dependencies on the jobs
+    /// left out are settled as in [`Trace::window`].
     pub fn filter(&self, mut keep: impl FnMut(&JobSpec) -> bool) -> Trace {
-        let (jobs, durations): (Vec<_>, Vec<_>) = self
-            .jobs
-            .iter()
-            .zip(&self.durations)
-            .filter(|(j, _)| keep(j))
-            .map(|(j, d)| (j.clone(), *d))
-            .unzip();
-        Trace::new(self.name.clone(), jobs, durations, self.tenants.clone())
-            .expect("a subset of a valid trace is valid")
+        self.subset(self.jobs.iter().map(&mut keep).collect())
     }
+}
+
+/// Resolves each job's dependency by names (`deps`, in `jobs`' order) to job ids, refusing a
+/// name no job or several jobs have, and dependencies that form a cycle. Empty when no job
+/// has one.
+fn resolve_deps(
+    jobs: &[JobSpec],
+    deps: Vec<JobDeps>,
+) -> Result<Vec<Option<Dependency<JobId>>>, TraceError> {
+    if deps.iter().all(|d| d.depends_on.is_none()) {
+        return Ok(Vec::new());
+    }
+    let mut ids: std::collections::HashMap<&str, Vec<JobId>> = Default::default();
+    for j in jobs {
+        ids.entry(j.name.as_str()).or_default().push(j.id);
+    }
+    let mut resolved = Vec::with_capacity(jobs.len());
+    for (job, d) in jobs.iter().zip(deps) {
+        let Some(d) = d.depends_on else {
+            resolved.push(None);
+            continue;
+        };
+        let unknown = |parent: &String, problem: &str| TraceError::UnknownParent {
+            name: job.name.clone(),
+            parent: parent.clone(),
+            problem: problem.into(),
+        };
+        resolved.push(Some(d.try_map(
+            |p| match ids.get(p.as_str()).map(Vec::as_slice) {
+                Some([one]) => Ok(*one),
+                Some(_) => Err(unknown(p, "a name several jobs share")),
+                None => Err(unknown(p, "which is not in the trace")),
+            },
+        )?));
+    }
+    let by_index: Vec<Option<Dependency<usize>>> = resolved
+        .iter()
+        .map(|d| d.as_ref().map(|d| d.map(|p| p.index())))
+        .collect();
+    crate::deps::topological_order(&by_index, |i| jobs[i].name.clone())?;
+    Ok(resolved)
 }
 
 impl fmt::Display for JobSpec {

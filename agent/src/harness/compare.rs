@@ -300,17 +300,47 @@ pub const QUOTA_METRICS: &[Metric] = &[
     },
 ];
 
+/// The metrics of runs on a trace with dependencies (`Summary::pipelines`,
+/// docs/simulator.md#metrics), reported last only when some run has them.
+pub const PIPELINE_METRICS: &[Metric] = &[
+    Metric {
+        key: "avg_pipeline_completion_s",
+        label: "avg pipeline completion (s)",
+        better: Better::Lower,
+        get: |s| s.pipelines.as_ref().map_or(0.0, |p| p.avg_completion_s),
+    },
+    Metric {
+        key: "avg_critical_path_slowdown",
+        label: "critical-path slowdown",
+        better: Better::Lower,
+        get: |s| {
+            s.pipelines
+                .as_ref()
+                .map_or(0.0, |p| p.avg_critical_path_slowdown)
+        },
+    },
+    Metric {
+        key: "ready_wait_share",
+        label: "ready stages' wait share",
+        better: Better::Lower,
+        get: |s| s.pipelines.as_ref().map_or(0.0, |p| p.ready_wait_share),
+    },
+];
+
 /// The metrics a comparison of `runs` reports: `METRICS`, then `TYPED_METRICS` when some run
-/// had a throughput table and typed jobs, then `QUOTA_METRICS` when some run had quotas.
+/// had a throughput table and typed jobs, then `QUOTA_METRICS` when some run had quotas, then
+/// `PIPELINE_METRICS` when some run's trace had dependencies.
 pub fn metrics_of(runs: &[Run]) -> impl Iterator<Item = &'static Metric> {
     let typed = runs
         .iter()
         .any(|r| r.summary.effective_throughput.is_some());
     let quotas = runs.iter().any(|r| r.summary.quota_metrics.is_some());
+    let pipelines = runs.iter().any(|r| r.summary.pipelines.is_some());
     METRICS
         .iter()
         .chain(TYPED_METRICS.iter().filter(move |_| typed))
         .chain(QUOTA_METRICS.iter().filter(move |_| quotas))
+        .chain(PIPELINE_METRICS.iter().filter(move |_| pipelines))
 }
 
 /// The columns of [`queue_table`], in its order.

@@ -13,9 +13,9 @@ pub mod registry;
 pub mod report;
 
 pub use compare::{
-    BuildPolicy, CompareSpec, Comparison, METRICS, Metric, MetricReport, QUEUE_COLUMNS,
-    QUOTA_METRICS, Run, Setup, Shard, ShardRuns, TYPED_METRICS, Unit, compare, compare_shard,
-    fmt_num, fmt_paired, merge, metrics_of, queue_table, reducible_jct_pct,
+    BuildPolicy, CompareSpec, Comparison, METRICS, Metric, MetricReport, PIPELINE_METRICS,
+    QUEUE_COLUMNS, QUOTA_METRICS, Run, Setup, Shard, ShardRuns, TYPED_METRICS, Unit, compare,
+    compare_shard, fmt_num, fmt_paired, merge, metrics_of, queue_table, reducible_jct_pct,
 };
 pub use registry::{build, policy_options, read_policy_config, wants_tick_s};
 

@@ -168,20 +168,27 @@ fn write_views<U: serde::Serialize>(
 }
 
 /// One row per run; the typed-run columns (`effective_throughput`, `fastest_gpu_share`,
-/// `shares`, `resizes`) only when some run has them (empty where a run has none).
+/// `shares`, `resizes`) only when some run has them (empty where a run has none), then the
+/// pipeline columns likewise (`Summary::pipelines`).
 fn runs_csv(runs: &[RunView<'_>]) -> String {
     let typed = runs
         .iter()
         .any(|r| r.summary.effective_throughput.is_some());
+    let pipelines = runs.iter().any(|r| r.summary.pipelines.is_some());
     let mut s = String::from(
         "policy,unit,avg_jct_s,min_avg_jct_s,p50_jct_s,p95_jct_s,p99_jct_s,avg_wait_s,avg_bsld,makespan_s,\
          gpu_alloc_rate,frag_gpu_rate,energy_kwh,jain_fairness,preemption_waste_gpu_h,jobs,finished",
     );
-    s.push_str(if typed {
-        ",effective_throughput,fastest_gpu_share,shares,resizes\n"
-    } else {
-        "\n"
-    });
+    if typed {
+        s.push_str(",effective_throughput,fastest_gpu_share,shares,resizes");
+    }
+    if pipelines {
+        s.push_str(
+            ",avg_pipeline_completion_s,avg_critical_path_slowdown,ready_wait_share,\
+             dependency_never_satisfied",
+        );
+    }
+    s.push('\n');
     let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     for r in runs {
         let m = r.summary;
@@ -214,6 +221,17 @@ fn runs_csv(runs: &[RunView<'_>]) -> String {
                 opt(m.fastest_gpu_share),
                 m.shares,
                 m.resizes
+            );
+        }
+        if pipelines {
+            let p = m.pipelines.as_ref();
+            let _ = write!(
+                s,
+                ",{},{},{},{}",
+                opt(p.map(|p| p.avg_completion_s)),
+                opt(p.map(|p| p.avg_critical_path_slowdown)),
+                opt(p.map(|p| p.ready_wait_share)),
+                m.dependency_never_satisfied
             );
         }
         s.push('\n');

@@ -210,3 +210,40 @@ fn the_graph_is_ordered_and_cycles_and_missing_jobs_are_refused() {
         "job j1: depends on job #7, which is not in the trace"
     );
 }
+
+#[test]
+fn settling_jobs_that_ended_before_drops_or_dooms_their_terms() {
+    // Job "1" ended successfully before, "2" failed before; "3" is still to come.
+    let ended = |j: &String| match j.as_str() {
+        "1" => Some(true),
+        "2" => Some(false),
+        _ => None,
+    };
+    let settle = |text: &str| match parse(text).settle(ended) {
+        Settled::Satisfied => "satisfied".to_string(),
+        Settled::Never => "never".to_string(),
+        Settled::Waiting(d) => d.to_string(),
+    };
+    assert_eq!(settle("afterok:1"), "satisfied");
+    assert_eq!(settle("after:1+30"), "satisfied");
+    assert_eq!(settle("afterok:2"), "never");
+    assert_eq!(settle("afternotok:2"), "satisfied");
+    assert_eq!(settle("afterok:1:3"), "afterok:3");
+    assert_eq!(settle("afterok:2,afterany:3"), "never");
+    assert_eq!(
+        settle("afterok:1,afterany:3,singleton"),
+        "afterany:3,singleton"
+    );
+    assert_eq!(settle("afterok:2?afterany:3"), "afterany:3");
+    assert_eq!(settle("afterok:2?afterok:3"), "afterok:3");
+    assert_eq!(settle("afterok:1?afterok:3"), "satisfied");
+    assert_eq!(settle("afterok:2?afternotok:1"), "never");
+    assert_eq!(settle("afterany:3"), "afterany:3");
+    // What never leaves is an empty `?` list, never satisfied whatever comes.
+    let never = Dependency::<String>::never();
+    assert!(never.is_never());
+    assert_eq!(
+        never.state(SimTime(0), |_| not_started(), || true),
+        DepState::Never
+    );
+}

@@ -1,7 +1,10 @@
 //! Metrics with the definitions shared by everything (DESIGN.md): per-job records, the run
 //! summary, the timeline, and their files (`summary.json`, `jobs.csv`, `timeline.csv`).
 //!
-//! - JCT = finish - submit; wait = first start - submit; run = finish - first start.
+//! - JCT = finish - submit; wait = first start - submit; run = finish - first start. A job
+//!   with a dependency (`crate::deps`) waits from when its dependency was satisfied, not from
+//!   its submit: the time it was held is no scheduler's doing. Its JCT still counts from
+//!   submit.
 //! - Bounded slowdown = max(1, JCT / max(run, 10 s)).
 //! - Fairness: Jain's index over tenants of each tenant's mean run / JCT.
 //! - Makespan = last finish - first submit, over every job replayed.
@@ -11,8 +14,10 @@
 
 mod frag;
 pub mod paired;
+mod pipeline;
 
 pub use frag::{FragTracker, FragmentMemo, MixCounts, TaskMix};
+pub use pipeline::{PipelineStats, StageTimes, pipeline_stats};
 
 use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
@@ -36,11 +41,21 @@ pub struct JobRecord {
     pub tenant: String,
     /// Submitted after the warm-up: counted in the statistics.
     pub measured: bool,
+    /// A job with a dependency: when it was satisfied and the job became pending (`None`:
+    /// never, or the job has no dependency).
+    pub ready: Option<SimTime>,
+    /// Its dependency can never be satisfied (Slurm's `DependencyNeverSatisfied`).
+    pub never_satisfied: bool,
 }
 
 impl JobRecord {
+    /// First start minus when the job became pending: its submit, or when its dependency
+    /// was satisfied.
     pub fn wait(&self) -> Option<SimTime> {
-        Some(self.first_start?.saturating_sub(self.submit))
+        Some(
+            self.first_start?
+                .saturating_sub(self.ready.unwrap_or(self.submit)),
+        )
     }
     pub fn jct(&self) -> Option<SimTime> {
         Some(self.finish?.saturating_sub(self.submit))
@@ -206,6 +221,13 @@ pub struct Summary {
     pub selection: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub select_wall_s: Option<f64>,
+    /// Traces with dependencies only: jobs whose dependency can never be satisfied (Slurm's
+    /// `DependencyNeverSatisfied`, listed by `simulate`); left out of the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dependency_never_satisfied: u64,
+    /// Traces with dependencies only: the pipelines' completion times and slowdowns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipelines: Option<PipelineStats>,
 }
 
 /// Whether a count is 0 (a summary field then left out of the JSON).
@@ -314,13 +336,23 @@ fn opt_secs(t: Option<SimTime>) -> String {
 }
 
 /// Writes `jobs.csv`: one row per job, times in seconds (empty when it never happened).
+/// A run of a trace with dependencies adds `ready_s` (when the job's dependency was
+/// satisfied) and `never_satisfied`.
 pub fn write_jobs_csv(mut out: impl Write, records: &[JobRecord]) -> std::io::Result<()> {
+    let pipelines = records
+        .iter()
+        .any(|r| r.ready.is_some() || r.never_satisfied);
     writeln!(
         out,
-        "job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,tenant,measured,nodes"
+        "job_id,submit_s,start_s,end_s,wait_s,jct_s,bsld,preemptions,gpus,tenant,measured,nodes{}",
+        if pipelines {
+            ",ready_s,never_satisfied"
+        } else {
+            ""
+        }
     )?;
     for r in records {
-        writeln!(
+        write!(
             out,
             "{},{:.3},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.name),
@@ -337,6 +369,10 @@ pub fn write_jobs_csv(mut out: impl Write, records: &[JobRecord]) -> std::io::Re
             r.measured,
             csv_field(&r.nodes),
         )?;
+        if pipelines {
+            write!(out, ",{},{}", opt_secs(r.ready), r.never_satisfied)?;
+        }
+        writeln!(out)?;
     }
     Ok(())
 }
@@ -380,6 +416,8 @@ mod tests {
             gpus: 1,
             tenant: "t".into(),
             measured: true,
+            ready: None,
+            never_satisfied: false,
         }
     }
 

@@ -38,6 +38,17 @@ pub struct JobRuntime {
     pub preemptions: u32,
     /// When its last run ended (it was preempted), if it has run.
     pub last_stop: Option<SimTime>,
+    /// A job that waited for others (`crate::deps`): when its dependency was satisfied and
+    /// it became pending. `None` for a job without one: pending from its submit.
+    pub ready: Option<SimTime>,
+}
+
+impl JobRuntime {
+    /// When the job became pending for the first time: its submit, or when its dependency
+    /// was satisfied.
+    pub fn pending_since(&self, spec: &JobSpec) -> SimTime {
+        self.ready.unwrap_or(spec.submit)
+    }
 }
 
 /// What a preemption costs on this cluster, as its operators configured it (a scheduler knows
@@ -89,14 +100,18 @@ impl RestartCost {
 pub struct PendingJob<'a> {
     pub spec: &'a JobSpec,
     pub runtime: &'a JobRuntime,
-    /// Time since submission.
+    /// Time since submission, or since its dependency was satisfied for a job that waited
+    /// for others ([`JobRuntime::pending_since`]).
     pub waited: SimTime,
 }
 
 impl PendingJob<'_> {
     /// Time since its last run ended, or since submission if it never ran.
     pub fn idle(&self) -> SimTime {
-        let now = self.spec.submit.saturating_add(self.waited);
+        let now = self
+            .runtime
+            .pending_since(self.spec)
+            .saturating_add(self.waited);
         self.runtime
             .last_stop
             .map_or(self.waited, |t| now.saturating_sub(t))
@@ -222,7 +237,7 @@ impl<'a> DecisionContext<'a> {
         self.pending.iter().map(move |id| PendingJob {
             spec: &jobs[id.index()],
             runtime: &runtime[id.index()],
-            waited: now.saturating_sub(jobs[id.index()].submit),
+            waited: now.saturating_sub(runtime[id.index()].pending_since(&jobs[id.index()])),
         })
     }
     /// Pending jobs with id `first` or above, in submit order: for a caller that has already
@@ -235,7 +250,7 @@ impl<'a> DecisionContext<'a> {
         self.pending.range(first..).map(move |id| PendingJob {
             spec: &jobs[id.index()],
             runtime: &runtime[id.index()],
-            waited: now.saturating_sub(jobs[id.index()].submit),
+            waited: now.saturating_sub(runtime[id.index()].pending_since(&jobs[id.index()])),
         })
     }
     pub fn pending_len(&self) -> usize {

@@ -6,7 +6,7 @@ use super::rates::{Rates, unrated_jobs};
 use crate::cluster::{Allocation, ClusterSpec, ClusterState, FitStrategy, Infeasible};
 use crate::constraint::Constraints;
 use crate::job::{JobSpec, Trace};
-use crate::metrics::{self, FragTracker, JobRecord, Summary, TaskMix, TimelineRow};
+use crate::metrics::{self, FragTracker, JobRecord, StageTimes, Summary, TaskMix, TimelineRow};
 use crate::policy::{
     Decision, DecisionContext, JobRuntime, JobState, Policy, Reservations, RestartCost,
     StarvationGuard, ThroughputView,
@@ -22,6 +22,7 @@ use std::time::Instant;
 
 mod fork;
 mod future;
+mod pipes;
 mod quota;
 
 /// Why a run could not start.
@@ -90,12 +91,23 @@ pub struct SimResult {
     /// Runs with quotas only: the jobs left pending at the end that their queue cannot admit
     /// (on any GPU model they may use), by name, with the quota that blocks each.
     pub quota_blocked: Vec<(String, Blocked)>,
+    /// Jobs whose dependency can never be satisfied (Slurm's `DependencyNeverSatisfied`), by
+    /// name, with the dependency in Slurm's syntax; they never ran.
+    pub never_satisfied: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    Completion { job: JobId, epoch: u32 },
+    Completion {
+        job: JobId,
+        epoch: u32,
+    },
     Tick,
+    /// A held job re-reads its dependency (`pipes.rs`): an `after:ID+MIN` delay ran out, or
+    /// a job it waits for started during a decision.
+    Wake {
+        job: JobId,
+    },
 }
 
 /// Per-job bookkeeping the policy never sees.
@@ -124,6 +136,10 @@ struct Hidden {
     /// the starvation bound the job may wait since it last began to wait
     /// (`StarvationGuard::allowance`, set as it began).
     wait_allowance: SimTime,
+    /// Arrived, but its dependency is not yet satisfied (`pipes.rs`): not pending.
+    held: bool,
+    /// When its dependency was found never satisfiable.
+    never: Option<SimTime>,
 }
 
 impl Hidden {
@@ -233,6 +249,10 @@ pub struct Simulator<'t> {
     /// Whether [`Self::advance`] also stops while jobs run and none is pending: set by
     /// [`Self::ask_without_queue`] for a policy that resizes elastic jobs.
     ask_without_queue: bool,
+    /// The trace's pipelines (`pipes.rs`): empty without dependencies.
+    graph: pipes::Graph,
+    /// Jobs found never satisfiable, in the order found.
+    never_satisfied: Vec<JobId>,
 }
 
 impl std::fmt::Debug for Simulator<'_> {
@@ -387,6 +407,8 @@ impl<'t> Simulator<'t> {
             stop: None,
             stopped: false,
             ask_without_queue: false,
+            graph: pipes::Graph::new(trace),
+            never_satisfied: Vec::new(),
             first_submit: first,
             r,
         })
@@ -653,10 +675,12 @@ impl<'t> Simulator<'t> {
         )
     }
 
-    /// When pending `id` began to wait: its submit, or its last preemption.
+    /// When pending `id` began to wait: its submit (when its dependency was satisfied, for
+    /// a job with one), or its last preemption.
     fn waiting_since(&self, id: JobId) -> SimTime {
         let rt = &self.runtime[id.index()];
-        rt.last_stop.unwrap_or(self.trace.jobs()[id.index()].submit)
+        rt.last_stop
+            .unwrap_or_else(|| rt.pending_since(&self.trace.jobs()[id.index()]))
     }
 
     /// When pending `id`'s wait counts toward the starvation bound: when it began to wait,
@@ -701,10 +725,12 @@ impl<'t> Simulator<'t> {
             // completion left then is stale (superseded by a preemption or a resize); with
             // nothing pending either it can wake nobody: drop it too, so that it does not
             // stretch the measured span.
+            // A wake-up may make a held job pending: never dropped.
             if let Some((_, e)) = event
                 && arrival.is_none()
                 && self.running == 0
-                && (matches!(e, Event::Tick) || self.pending.is_empty())
+                && (matches!(e, Event::Tick)
+                    || (self.pending.is_empty() && matches!(e, Event::Completion { .. })))
             {
                 self.heap.pop();
                 continue;
@@ -753,17 +779,25 @@ impl<'t> Simulator<'t> {
                         .expect("ticks are scheduled only with a tick interval");
                     self.push(t.saturating_add(tick), Event::Tick);
                 }
+                Event::Wake { job } => woke |= self.settle_held(job),
             }
         }
         let jobs = self.trace.jobs();
         while let Some(job) = jobs.get(self.next_arrival).filter(|j| j.submit == t) {
             self.next_arrival += 1;
             self.events += 1;
-            let rt = &mut self.runtime[job.id.index()];
-            if rt.state == JobState::NotArrived {
-                rt.state = JobState::Pending;
-                self.enqueue(job.id);
-                woke = true;
+            if self.runtime[job.id.index()].state == JobState::NotArrived
+                && !self.hidden[job.id.index()].held
+                && self.hidden[job.id.index()].never.is_none()
+            {
+                match self.hold_on_arrival(job.id) {
+                    Some(released) => woke |= released,
+                    None => {
+                        self.runtime[job.id.index()].state = JobState::Pending;
+                        self.enqueue(job.id);
+                        woke = true;
+                    }
+                }
             }
         }
         woke
@@ -803,6 +837,7 @@ impl<'t> Simulator<'t> {
         if let Some(partner) = partner {
             self.rerate_alone(partner);
         }
+        self.settle_dependents(id);
         true
     }
 
@@ -921,7 +956,11 @@ impl<'t> Simulator<'t> {
         let rt = &mut self.runtime[id.index()];
         rt.state = JobState::Running;
         rt.run_start = Some(self.now);
+        let first = rt.first_start.is_none();
         rt.first_start.get_or_insert(self.now);
+        if first {
+            self.wake_dependents(id);
+        }
         self.push(end, Event::Completion { job: id, epoch });
         let alloc = self
             .cluster
@@ -1221,8 +1260,29 @@ impl<'t> Simulator<'t> {
                 gpus: j.gpus_total(),
                 tenant: self.trace.tenant_name(j.tenant).to_string(),
                 measured: j.submit >= self.measure_start,
+                ready: rt.ready,
+                never_satisfied: h.never.is_some(),
             })
             .collect();
+        let pipelines = self.trace.has_dependencies().then(|| {
+            let times: Vec<StageTimes> = self
+                .trace
+                .jobs()
+                .iter()
+                .zip(&self.runtime)
+                .zip(&self.hidden)
+                .map(|((j, rt), h)| StageTimes {
+                    ready: match self.trace.dependency(j.id) {
+                        None if rt.state != JobState::Rejected => Some(j.submit),
+                        _ => rt.ready,
+                    },
+                    first_start: rt.first_start,
+                    finish: h.finish,
+                    never_satisfied: h.never.is_some() || rt.state == JobState::Rejected,
+                })
+                .collect();
+            metrics::pipeline_stats(self.trace, &times)
+        });
         let stats = metrics::job_stats(&records);
         let min_avg_jct_s = self.min_avg_jct_s(&spec);
         let hetero = self.hetero_summary();
@@ -1299,13 +1359,24 @@ impl<'t> Simulator<'t> {
             fastest_gpu_share: hetero.map(|h| h.1),
             selection: None,
             select_wall_s: None,
+            dependency_never_satisfied: self.never_satisfied.len() as u64,
+            pipelines: pipelines.flatten(),
         };
         let quota_blocked = self.quota_blocked();
+        let never_satisfied = self
+            .never_satisfied
+            .iter()
+            .map(|id| {
+                let dep = self.trace.dependency_text(*id).unwrap_or_default();
+                (self.trace.job(*id).name.clone(), dep)
+            })
+            .collect();
         SimResult {
             summary,
             jobs: records,
             timeline: self.timeline,
             quota_blocked,
+            never_satisfied,
         }
     }
 

@@ -41,6 +41,8 @@ pub use workload::{SizingRule, WorkloadError, parse_window, respread_durations, 
 #[cfg(test)]
 mod constraint_tests;
 #[cfg(test)]
+mod pipe_tests;
+#[cfg(test)]
 mod quota_preempt_tests;
 #[cfg(test)]
 mod quota_tests;

@@ -97,13 +97,9 @@ pub fn respread_durations(trace: &Trace, spread: f64) -> Result<Trace, WorkloadE
         })
         .collect();
     let durations = trace.true_durations().iter().map(|d| map(*d)).collect();
-    Ok(Trace::new(
-        trace.name.clone(),
-        jobs,
-        durations,
-        trace.tenants().to_vec(),
-    )
-    .expect("the same jobs with other run times are as valid"))
+    Ok(trace
+        .rebuilt(jobs, durations)
+        .expect("the same jobs with other run times are as valid"))
 }
 
 /// How to size a cluster for a trace that names none (ITP, Helios/Philly-like logs).

@@ -165,12 +165,8 @@ pub fn assign_workloads(
             job
         })
         .collect();
-    let typed = Trace::new(
-        trace.name.clone(),
-        jobs,
-        trace.true_durations().to_vec(),
-        trace.tenants().to_vec(),
-    )
-    .expect("the same jobs with types are as valid as without");
+    let typed = trace
+        .rebuilt(jobs, trace.true_durations().to_vec())
+        .expect("the same jobs with types are as valid as without");
     (typed, account)
 }

@@ -41,7 +41,10 @@ use super::table::{self, Table, Unknown};
 use super::{ReadReport, TraceFormat, TraceRead, TraceReadError};
 use crate::cluster::MAX_GPUS_PER_NODE;
 use crate::constraint::Constraints;
-use crate::job::{Elastic, JobKind, JobSpec, Qos, TaskRequest, Trace, WorkloadType};
+use crate::deps::Dependency;
+use crate::deps::GraphError;
+use crate::job::TraceError;
+use crate::job::{Elastic, JobDeps, JobKind, JobSpec, Qos, TaskRequest, Trace, WorkloadType};
 use crate::units::{GPU_MILLI, JobId, SimTime, TenantId};
 use csv::StringRecord;
 use std::collections::HashMap;
@@ -64,6 +67,10 @@ pub const DISTINCT_NODES: &str = "distinct_nodes";
 /// The optional pair of columns of an elastic job's GPU range (both empty: rigid).
 pub const MIN_GPUS: &str = "min_gpus";
 pub const MAX_GPUS: &str = "max_gpus";
+/// The optional column of a job's dependency, in Slurm's syntax over `job_id`s.
+pub const DEPENDS_ON: &str = "depends_on";
+/// The optional column of a job's exit code (0 or empty: success).
+pub const EXIT_CODE: &str = "exit_code";
 /// [`COLUMNS`], then [`WORKLOAD`], [`CONSTRAINTS`] and [`DISTINCT_NODES`].
 const ALL_COLUMNS: &[&str] = &[
     "job_id",
@@ -147,11 +154,17 @@ pub fn read(
     let elastic = record
         .iter()
         .any(|column| [MIN_GPUS, MAX_GPUS].contains(&column.trim()));
-    let columns = columns_for(typed, constrained, elastic);
+    let has = |column: &str| record.iter().any(|c| c.trim() == column);
+    let pipeline = Pipeline {
+        depends_on: has(DEPENDS_ON),
+        exit_code: has(EXIT_CODE),
+    };
+    let columns = columns_for(typed, constrained, elastic, pipeline);
     let mut rows = Table::with_header(source, reader, record, &columns, Unknown::Reject)?;
 
     let mut report = ReadReport::new(TraceFormat::Normalized);
     let (mut jobs, mut durations) = (Vec::new(), Vec::new());
+    let (mut deps, mut lines) = (Vec::new(), Vec::new());
     while let Some(row) = rows.next_row()? {
         report.rows += 1;
         let (mut job, duration) = parse_job(&row, &mut tenants)?;
@@ -164,11 +177,76 @@ pub fn read(
         if elastic {
             job.elastic = parse_elastic(&row)?;
         }
+        if pipeline.depends_on || pipeline.exit_code {
+            deps.push(parse_deps(&row, pipeline)?);
+            lines.push(row.line);
+        }
         jobs.push(job);
         durations.push(duration);
         report.kept += 1;
     }
-    super::finish(source, jobs, durations, tenants.names, report)
+    if deps.is_empty() {
+        return super::finish(source, jobs, durations, tenants.names, report);
+    }
+    // A dependency the trace refuses is named by the line of the job that holds it.
+    let line_of: HashMap<String, u64> = jobs
+        .iter()
+        .zip(&lines)
+        .zip(&deps)
+        .filter(|(_, d)| d.depends_on.is_some())
+        .map(|((j, line), _)| (j.name.clone(), *line))
+        .collect();
+    match Trace::with_deps(source, jobs, durations, tenants.names, deps) {
+        Ok(trace) => Ok(TraceRead { trace, report }),
+        Err(err) => {
+            let job = match &err {
+                TraceError::UnknownParent { name, .. } => Some(name.clone()),
+                TraceError::Cycle(GraphError::Cycle { cycle }) => {
+                    cycle.split(" -> ").next().map(str::to_string)
+                }
+                _ => None,
+            };
+            Err(match job.and_then(|j| line_of.get(&j)) {
+                Some(&line) => TraceReadError::Field {
+                    file: source.into(),
+                    line,
+                    field: DEPENDS_ON.into(),
+                    problem: err.to_string(),
+                },
+                None => TraceReadError::Trace {
+                    file: source.into(),
+                    source: err,
+                },
+            })
+        }
+    }
+}
+
+/// Which of the pipeline columns the header has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Pipeline {
+    depends_on: bool,
+    exit_code: bool,
+}
+
+/// The `depends_on` and `exit_code` fields (each where the header has it).
+fn parse_deps(row: &table::Row<'_>, pipeline: Pipeline) -> Result<JobDeps, TraceReadError> {
+    let depends_on = if pipeline.depends_on {
+        Dependency::parse_slurm(row.str(DEPENDS_ON))
+            .map_err(|e| row.error(DEPENDS_ON, e.to_string()))?
+    } else {
+        None
+    };
+    let fails = pipeline.exit_code
+        && match row.str(EXIT_CODE).trim() {
+            "" => false,
+            code => {
+                code.parse::<i32>().map_err(|_| {
+                    row.expected(EXIT_CODE, "an integer exit code (0: success), or nothing")
+                })? != 0
+            }
+        };
+    Ok(JobDeps { depends_on, fails })
 }
 
 /// Checks line 1 is `#lachesis-trace v1`.
@@ -299,7 +377,12 @@ fn parse_constraints(row: &table::Row<'_>) -> Result<Constraints, TraceReadError
 }
 
 /// The header's columns: the required ones, then each optional group present.
-fn columns_for(typed: bool, constrained: bool, elastic: bool) -> Vec<&'static str> {
+fn columns_for(
+    typed: bool,
+    constrained: bool,
+    elastic: bool,
+    pipeline: Pipeline,
+) -> Vec<&'static str> {
     let mut columns = match (typed, constrained) {
         (false, false) => COLUMNS,
         (true, false) => COLUMNS_WITH_WORKLOAD,
@@ -309,6 +392,12 @@ fn columns_for(typed: bool, constrained: bool, elastic: bool) -> Vec<&'static st
     .to_vec();
     if elastic {
         columns.extend([MIN_GPUS, MAX_GPUS]);
+    }
+    if pipeline.depends_on {
+        columns.push(DEPENDS_ON);
+    }
+    if pipeline.exit_code {
+        columns.push(EXIT_CODE);
     }
     columns
 }
@@ -361,7 +450,11 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
     let typed = trace.jobs().iter().any(|j| j.workload.is_some());
     let constrained = trace.jobs().iter().any(|j| !j.constraints.is_none());
     let elastic = trace.jobs().iter().any(|j| j.elastic.is_some());
-    out.write_record(columns_for(typed, constrained, elastic))?;
+    let pipeline = Pipeline {
+        depends_on: trace.has_dependencies(),
+        exit_code: trace.jobs().iter().any(|j| !trace.succeeds(j.id)),
+    };
+    out.write_record(columns_for(typed, constrained, elastic, pipeline))?;
     for job in trace.jobs() {
         let fields = [
             job.name.clone(),
@@ -403,6 +496,11 @@ pub fn write_normalized(trace: &Trace, writer: impl Write) -> Result<(), TraceWr
                     .into_iter()
                     .flatten(),
             );
+        let depends_on = trace.dependency_text(job.id).unwrap_or_default();
+        let exit_code = if trace.succeeds(job.id) { "0" } else { "1" };
+        let extra = extra
+            .chain(pipeline.depends_on.then_some(depends_on.as_str()))
+            .chain(pipeline.exit_code.then_some(exit_code));
         out.write_record(fields.iter().map(String::as_str).chain(extra))?;
     }
     out.flush()?;
@@ -425,6 +523,13 @@ fn check_representable(trace: &Trace) -> Result<(), TraceWriteError> {
                     job.name
                 ));
             }
+        }
+        if trace.dependency(job.id).is_some_and(Dependency::is_never) {
+            return bad(format!(
+                "job {}: its dependency can never be satisfied (the jobs it waited for were \
+                 cut from the trace), which Slurm's syntax cannot say",
+                job.name
+            ));
         }
         let text = job.constraints.label_text();
         if Constraints::parse(&text).map(|c| c.any_of) != Ok(job.constraints.any_of.clone()) {
@@ -538,6 +643,51 @@ mod tests {
         );
         let e = err(&format!("#lachesis-trace v1\n{HEADER},extra\n"));
         assert!(e.contains("line 2: unknown column \"extra\""), "{e}");
+    }
+
+    #[test]
+    fn dependency_columns_are_read_written_and_checked() {
+        let text = format!(
+            "#lachesis-trace v1\n#tenants,t\n{HEADER},depends_on,exit_code\n\
+             prep,0,10,1,0,0,1000,0,,t,0,best-effort,true,batch,,,0\n\
+             train,0,100,1,1,1000,0,0,,t,0,best-effort,true,training,,afterok:prep,1\n\
+             retry,0,100,1,1,1000,0,0,,t,0,best-effort,true,training,,afternotok:train,0\n"
+        );
+        let t = read_str(&text).unwrap().trace;
+        assert_eq!(t.dependency_text(JobId(1)).as_deref(), Some("afterok:prep"));
+        assert!(t.succeeds(JobId(0)) && !t.succeeds(JobId(1)));
+        let mut written = Vec::new();
+        write_normalized(&t, &mut written).unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), text);
+        // Without exit_code every job succeeds.
+        let plain = format!(
+            "#lachesis-trace v1\n{HEADER},depends_on\n\
+             a,0,10,1,0,0,0,0,,t,0,be,true,batch,,\n\
+             b,0,10,1,0,0,0,0,,t,0,be,true,batch,,afterany:a\n"
+        );
+        let t = read_str(&plain).unwrap().trace;
+        assert!(t.has_dependencies() && t.succeeds(JobId(1)));
+        // Errors name the file, the line and the field.
+        let e = err(&plain.replace("afterany:a", "afterok:zz"));
+        assert_eq!(
+            e,
+            "x.csv line 4, field depends_on: job b: depends on zz, which is not in the trace"
+        );
+        let e = err(&plain.replace("afterany:a", "afterok:a+5"));
+        assert!(
+            e.starts_with("x.csv line 4, field depends_on: dependency `afterok:a+5`"),
+            "{e}"
+        );
+        let e = err(&plain.replace("batch,,\n", "batch,,afterok:b\n"));
+        assert!(
+            e.starts_with(
+                "x.csv line 4, field depends_on: jobs b -> a -> b: their \
+                           dependencies form a cycle"
+            ),
+            "{e}"
+        );
+        let e = err(&text.replace(",afterok:prep,1", ",afterok:prep,x"));
+        assert!(e.starts_with("x.csv line 5, field exit_code"), "{e}");
     }
 
     #[test]

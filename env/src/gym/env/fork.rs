@@ -48,13 +48,9 @@ impl<'t> SchedEnv<'t> {
                 }
             })
             .collect();
-        Trace::new(
-            self.trace.name.clone(),
-            self.trace.jobs().to_vec(),
-            durations,
-            self.trace.tenants().to_vec(),
-        )
-        .map_err(|e| EnvError::Config(format!("predicted trace: {e}")))
+        self.trace
+            .rebuilt(self.trace.jobs().to_vec(), durations)
+            .map_err(|e| EnvError::Config(format!("predicted trace: {e}")))
     }
 
     /// Like `predicted_trace`, but the jobs yet to arrive are not the episode's: its arrived

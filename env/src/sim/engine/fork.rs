@@ -144,6 +144,9 @@ impl Simulator<'_> {
         for &Reverse((at, seq, event)) in self.heap.iter() {
             match event {
                 Event::Tick => heap.push(Reverse((at, seq, event))),
+                // A held job's wake-up: kept where the fork's trace is the run's.
+                Event::Wake { .. } if tail.is_none() => heap.push(Reverse((at, seq, event))),
+                Event::Wake { .. } => {}
                 Event::Completion { job, .. }
                     if self.runtime[job.index()].state == JobState::Running =>
                 {
@@ -228,6 +231,8 @@ impl Simulator<'_> {
             stop: horizon.map(|h| now.saturating_add(h)),
             stopped: false,
             ask_without_queue: self.ask_without_queue,
+            graph: super::pipes::Graph::new(trace),
+            never_satisfied: self.never_satisfied.clone(),
         };
         fork.waiting = fork
             .pending
