@@ -115,13 +115,11 @@ fn the_documented_example_runs_and_every_job_finishes() {
     assert_eq!(s["finished"], 20);
 }
 
-#[test]
-fn a_bad_quota_file_is_refused_naming_file_line_and_field() {
-    let file = quota_file(
-        "bad",
-        "[[queue]]\nname = \"vision\"\n[[queue.quota]]\nflavor = \"default\"\nresource = \"gpus\"\nnominal = 4\n",
-    );
-    let path = file.to_str().expect("UTF-8 temp path");
+/// `simulate` on the tiny trace with the quota file `body` (written as `name`): the file's
+/// path and what the refusal printed.
+fn simulate_refuses(name: &str, body: &str) -> (String, String) {
+    let file = quota_file(name, body);
+    let path = file.to_str().expect("UTF-8 temp path").to_string();
     let stderr = fails(&[
         "simulate",
         "--trace",
@@ -129,8 +127,17 @@ fn a_bad_quota_file_is_refused_naming_file_line_and_field() {
         "--cluster",
         TINY_CLUSTER,
         "--quotas",
-        path,
+        &path,
     ]);
+    (path, stderr)
+}
+
+#[test]
+fn a_bad_quota_file_is_refused_naming_file_line_and_field() {
+    let (path, stderr) = simulate_refuses(
+        "bad",
+        "[[queue]]\nname = \"vision\"\n[[queue.quota]]\nflavor = \"default\"\nresource = \"gpus\"\nnominal = 4\n",
+    );
     assert!(
         stderr.contains(&format!(
             "{path}:5:12: queue[0].quota[0].resource: `gpus`: expected gpu, cpu or memory"
@@ -361,20 +368,10 @@ fn reclaim_preempts_the_borrower_and_compare_reports_the_quota_metrics() {
 
 #[test]
 fn a_bad_preemption_policy_is_refused_naming_file_line_and_field() {
-    let file = quota_file(
+    let (path, stderr) = simulate_refuses(
         "bad-preemption",
         "[[queue]]\nname = \"vision\"\n[queue.preemption]\nwithin_cluster_queue = \"Any\"\n",
     );
-    let path = file.to_str().expect("UTF-8 temp path");
-    let stderr = fails(&[
-        "simulate",
-        "--trace",
-        TINY,
-        "--cluster",
-        TINY_CLUSTER,
-        "--quotas",
-        path,
-    ]);
     assert!(
         stderr.contains(&format!(
             "{path}:4:24: queue[0].preemption.within_cluster_queue: `Any`: expected Never, \

@@ -245,6 +245,13 @@ mod tests {
         World::build(&snap).unwrap()
     }
 
+    /// The pending jobs of `w` with how long each has waited since its submit.
+    fn waiting_of(w: &World) -> Vec<(&lachesis_env::job::JobSpec, lachesis_env::units::SimTime)> {
+        w.pending()
+            .map(|id| (w.job(id), w.now().saturating_sub(w.job(id).submit)))
+            .collect()
+    }
+
     fn start(world: &World, name: &str, gpus: &[u8]) -> Placement {
         Placement {
             job: world.job_id(name).unwrap(),
@@ -296,10 +303,7 @@ mod tests {
         // The same reservation as the simulator's guard makes on the same state.
         let mut sim = StarvationGuard::new(StarvationBound::Secs(7200.0));
         let mut state = w.cluster_clone();
-        let waiting: Vec<_> = w
-            .pending()
-            .map(|id| (w.job(id), w.now().saturating_sub(w.job(id).submit)))
-            .collect();
+        let waiting = waiting_of(&w);
         let held = sim.plan(&mut state, w.now(), waiting.into_iter(), &|_| None);
         assert_eq!(held.holder(NodeId(0)), w.job_id("big"));
         // With the node empty, the service starts `big` on an empty answer, and a later
@@ -360,10 +364,7 @@ mod tests {
         // The simulator's guard makes the same choice on the same state.
         let mut sim = StarvationGuard::new(StarvationBound::Secs(7200.0));
         let mut state = w.cluster_clone();
-        let waiting: Vec<_> = w
-            .pending()
-            .map(|id| (w.job(id), w.now().saturating_sub(w.job(id).submit)))
-            .collect();
+        let waiting = waiting_of(&w);
         let price = |id: JobId| {
             Some(lachesis_env::policy::Victim {
                 risk: 1,
