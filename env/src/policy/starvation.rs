@@ -307,6 +307,20 @@ impl StarvationGuard {
         waiting: impl Iterator<Item = (&'j JobSpec, SimTime)>,
         victims: &dyn Fn(JobId) -> Option<Victim<'j>>,
     ) -> Reservations {
+        self.plan_admitted(state, now, waiting, victims, &|_, _| true)
+    }
+
+    /// [`Self::plan`], where room is made by preemption only for a start `admits` (its
+    /// queue's quota, `quota/`): a job its queue would refuse there drains instead, so that
+    /// no job is preempted for a start that would then be refused.
+    pub fn plan_admitted<'j>(
+        &mut self,
+        state: &mut ClusterState,
+        now: SimTime,
+        waiting: impl Iterator<Item = (&'j JobSpec, SimTime)>,
+        victims: &dyn Fn(JobId) -> Option<Victim<'j>>,
+        admits: &dyn Fn(&JobSpec, &[TaskPlacement]) -> bool,
+    ) -> Reservations {
         let mut out = Reservations::default();
         let Some(bound) = self.bound else {
             return out;
@@ -364,7 +378,9 @@ impl StarvationGuard {
                     victims(id)
                 }
             };
-            if let Some((preempt, tasks)) = make_room(state, job, &out.held, &price) {
+            if let Some((preempt, tasks)) =
+                make_room(state, job, &out.held, &price).filter(|(_, tasks)| admits(job, tasks))
+            {
                 for t in &tasks {
                     out.held.insert(t.node, job.id);
                 }
@@ -687,6 +703,23 @@ mod tests {
         let held = plan(&mut state, &mut guard);
         assert_eq!(held.preempt, vec![JobId(12)]);
         assert!(!held.preempt.contains(&JobId(13)));
+        // Its queue would refuse the start preemption makes room for: nobody is preempted,
+        // it drains.
+        let held = guard.plan_admitted(
+            &mut state,
+            h,
+            [(&big, h)].into_iter(),
+            &|id: JobId| {
+                let i = (id.0 - 10) as usize;
+                Some(Victim {
+                    risk: risk[i],
+                    spec: &specs[i],
+                })
+            },
+            &|_, _| false,
+        );
+        assert!(held.preempt.is_empty() && held.starts.is_empty());
+        assert!((0..3).any(|n| held.holder(NodeId(n)) == Some(JobId(0))));
         // Nothing to preempt: the first starving job that does not fit drains.
         let held = guard.plan(&mut state, h, [(&big, h)].into_iter(), &|_| None);
         assert!(held.preempt.is_empty() && held.starts.is_empty());

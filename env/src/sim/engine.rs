@@ -660,8 +660,12 @@ impl<'t> Simulator<'t> {
                 spec,
             })
         };
+        // Room by preemption only for a start the job's queue admits (no quota: any).
+        let admits = |job: &JobSpec, tasks: &[crate::cluster::TaskPlacement]| {
+            admission.is_none_or(|a| a.check(job, &a.amounts(job, tasks)).is_ok())
+        };
         self.guard
-            .plan(self.cluster.get_mut(), now, waiting, &victims)
+            .plan_admitted(self.cluster.get_mut(), now, waiting, &victims, &admits)
     }
 
     /// When a job the starvation guard starts now stops being protected.
