@@ -52,6 +52,10 @@ pub struct Args {
     /// Replay only jobs submitted in FROM..TO (durations since the trace origin, e.g. 115d..120d).
     #[arg(long)]
     pub window: Option<String>,
+    /// Pull the trace's run times towards their median (< 1) or spread them (> 1) on a log
+    /// scale before anything else, as `compare --duration-spread` does (1 keeps them).
+    #[arg(long, value_name = "S")]
+    pub duration_spread: Option<f64>,
     /// Warm-up from the first submit, run but left out of the metrics (e.g. 6h).
     #[arg(long)]
     pub warmup: Option<String>,
@@ -264,6 +268,10 @@ pub fn run(args: &Args) -> Result<()> {
         args.format.as_deref(),
         args.generate.as_deref(),
     )?;
+    if let Some(spread) = args.duration_spread {
+        trace = lachesis_env::sim::respread_durations(&trace, spread)
+            .with_context(|| format!("--duration-spread {spread}"))?;
+    }
     if let Some(w) = &args.window {
         let (from, to) = parse_window(w).context("--window")?;
         trace = trace.window(from, to);

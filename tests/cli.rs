@@ -108,6 +108,28 @@ fn assert_mentions(stderr: &str, needles: &[&str]) {
 }
 
 #[test]
+fn simulate_pulls_run_times_to_their_median_as_compare_does() {
+    // Spread 1 keeps the trace; 0.5 pulls every run time halfway (on a log scale) to the
+    // median, and the same run then has other run times; a negative spread is refused.
+    let run = |extra: &[&str]| simulate(ITP, "3x8:V100", extra);
+    let plain = run(&[]);
+    let same = run(&["--duration-spread", "1"]);
+    let pulled = run(&["--duration-spread", "0.5"]);
+    assert_eq!(num(&plain, "avg_jct_s"), num(&same, "avg_jct_s"));
+    assert_ne!(num(&plain, "avg_jct_s"), num(&pulled, "avg_jct_s"));
+    assert_eq!(count(&pulled, "finished"), 260);
+    let stderr = fails(&[
+        "simulate",
+        "--trace",
+        ITP,
+        "--cluster",
+        "3x8:V100",
+        "--duration-spread=-1",
+    ]);
+    assert!(stderr.contains("--duration-spread -1"), "{stderr}");
+}
+
+#[test]
 fn simulate_json_has_the_summary_and_every_job_finishes() {
     let cases = [
         (ITP, "4x8:V100", "fifo/best-fit", 260),
