@@ -284,9 +284,7 @@ impl StarvationGuard {
     /// Whether `job` started past the bound and is still protected from preemption and
     /// resizing at `now`.
     pub fn protects(&self, job: JobId, now: SimTime) -> bool {
-        self.protected
-            .get(&job)
-            .is_some_and(|until| until.is_none_or(|t| now < t))
+        protected_at(&self.protected, job, now)
     }
 
     /// Marks `job`, waiting past the bound, as started: protected until `until` (`protection`;
@@ -366,13 +364,8 @@ impl StarvationGuard {
                 continue;
             }
             // Room by preemption, where the jobs in its way may be preempted.
-            let protected = |id: JobId| {
-                self.protected
-                    .get(&id)
-                    .is_some_and(|until| until.is_none_or(|t| now < t))
-            };
             let price = |id: JobId| {
-                if protected(id) || out.preempt.contains(&id) {
+                if protected_at(&self.protected, id, now) || out.preempt.contains(&id) {
                     None
                 } else {
                     victims(id)
@@ -419,6 +412,17 @@ impl StarvationGuard {
         }
         out
     }
+}
+
+/// Whether `protected` (job -> end of its protection, `None`: its end) covers `job` at `now`.
+fn protected_at(
+    protected: &HashMap<JobId, Option<SimTime>, foldhash::fast::FixedState>,
+    job: JobId,
+    now: SimTime,
+) -> bool {
+    protected
+        .get(&job)
+        .is_some_and(|until| until.is_none_or(|t| now < t))
 }
 
 /// A running job the starvation guard may preempt: what preempting it risks (GPU-time of its
