@@ -3,12 +3,11 @@
 //! exactly, and the starvation guard starts nothing its queue cannot admit.
 
 use super::*;
-use crate::cluster::FitStrategy;
 use crate::cluster::tests::uniform;
 use crate::job::tests::job;
 use crate::job::{JobSpec, TaskRequest, Trace};
 use crate::policy::{
-    Decision, DecisionContext, Placement, Policy, PolicyError, StarvationBound, build_policy,
+    Decision, DecisionContext, Policy, PolicyError, StarvationBound, build_policy,
 };
 use crate::quota::{FlavorResource, Resource};
 use crate::units::{JobId, SimTime, TenantId};
@@ -24,17 +23,10 @@ impl Policy for StartEverything {
         "start-everything"
     }
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
-        let mut d = Decision::default();
-        let mut planner = ctx.planner();
-        for p in ctx.pending() {
-            if let Some(tasks) = planner.place(p.spec, FitStrategy::FirstFit) {
-                d.placements.push(Placement {
-                    job: p.spec.id,
-                    tasks,
-                });
-            }
-        }
-        Ok(d)
+        Ok(Decision {
+            placements: super::tests::place_first_fit(ctx, |_| true),
+            ..Decision::default()
+        })
     }
 }
 
@@ -47,15 +39,7 @@ impl Policy for OnlyB {
     }
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
         let mut d = Decision::default();
-        let mut planner = ctx.planner();
-        for p in ctx.pending().filter(|p| p.spec.tenant == TenantId(1)) {
-            if let Some(tasks) = planner.place(p.spec, FitStrategy::FirstFit) {
-                d.placements.push(Placement {
-                    job: p.spec.id,
-                    tasks,
-                });
-            }
-        }
+        d.placements = super::tests::place_first_fit(ctx, |j| j.tenant == TenantId(1));
         Ok(d)
     }
 }

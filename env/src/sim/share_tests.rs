@@ -294,15 +294,7 @@ impl Policy for ResizeAt {
                     .collect(),
             });
         }
-        let mut planner = ctx.planner();
-        for p in ctx.pending() {
-            if let Some(tasks) = planner.place(p.spec, FitStrategy::FirstFit) {
-                d.placements.push(Placement {
-                    job: p.spec.id,
-                    tasks,
-                });
-            }
-        }
+        d.placements = super::tests::place_first_fit(ctx, |_| true);
         Ok(d)
     }
 }

@@ -5,7 +5,7 @@ use super::*;
 use crate::cluster::tests::uniform;
 use crate::job::tests::job;
 use crate::job::{JobSpec, TaskRequest, Trace};
-use crate::policy::{Decision, DecisionContext, Placement, Policy, PolicyError, StarvationBound};
+use crate::policy::{Decision, DecisionContext, Policy, PolicyError, StarvationBound};
 use crate::units::{JobId, SimTime};
 use std::sync::Arc;
 
@@ -41,18 +41,7 @@ impl Policy for Adversary {
         if ctx.cluster().is_running(self.victim) {
             d.preemptions.push(self.victim);
         }
-        let mut planner = ctx.planner();
-        for p in ctx.pending() {
-            if p.spec.id == self.victim {
-                continue;
-            }
-            if let Some(tasks) = planner.place(p.spec, crate::cluster::FitStrategy::FirstFit) {
-                d.placements.push(Placement {
-                    job: p.spec.id,
-                    tasks,
-                });
-            }
-        }
+        d.placements = super::tests::place_first_fit(ctx, |j| j.id != self.victim);
         Ok(d)
     }
 }

@@ -24,6 +24,24 @@ fn run(t: &Trace, spec: ClusterSpec, policy: &str, cfg: &SimConfig) -> SimResult
         .run(p.as_mut(), &mut |_| {})
 }
 
+/// What a test policy that starts everything decides: the pending jobs `keep` accepts, in
+/// queue order, each placed first fit where it fits beside those placed before it.
+pub(super) fn place_first_fit(
+    ctx: &DecisionContext<'_>,
+    keep: impl Fn(&JobSpec) -> bool,
+) -> Vec<Placement> {
+    let mut planner = ctx.planner();
+    let mut out = Vec::new();
+    for p in ctx.pending().filter(|p| keep(p.spec)) {
+        if let Some(tasks) = planner.place(p.spec, crate::cluster::FitStrategy::FirstFit) {
+            out.push(Placement {
+                job: p.spec.id,
+                tasks,
+            });
+        }
+    }
+    out
+}
 #[test]
 fn fifo_blocks_and_metrics_add_up() {
     // One node of 4 V100s (speed 1, idle 40 W, busy 300 W). A: 4 GPUs at t=0 for 100 s.
