@@ -38,9 +38,10 @@ impl Policy for OnlyB {
         "only-b"
     }
     fn decide(&mut self, ctx: &DecisionContext<'_>) -> Result<Decision, PolicyError> {
-        let mut d = Decision::default();
-        d.placements = super::tests::place_first_fit(ctx, |j| j.tenant == TenantId(1));
-        Ok(d)
+        Ok(Decision {
+            placements: super::tests::place_first_fit(ctx, |j| j.tenant == TenantId(1)),
+            ..Decision::default()
+        })
     }
 }
 
